@@ -1,0 +1,317 @@
+/*
+ * api_test.c - proves the C API is usable from plain C, without Swift.
+ * Build: cc -std=c11 -O2 -pthread -Iinclude Tests/c/api_test.c Sources/CLanePool/(all).c
+ * (.ci/run does this, also under valgrind and with sanitizers). Prints
+ * "N passed, 0 failed" and exits 0 when every check holds.
+ */
+#define _GNU_SOURCE
+#include "lanepool.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                       \
+  do {                                                                                    \
+    if (cond) {                                                                           \
+      passed++;                                                                           \
+    } else {                                                                              \
+      failed++;                                                                           \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
+    }                                                                                     \
+  } while (0)
+
+#define CHECK_RC(expr, want)                                                              \
+  do {                                                                                    \
+    int rc_ = (expr);                                                                     \
+    if (rc_ == (want)) {                                                                  \
+      passed++;                                                                           \
+    } else {                                                                              \
+      failed++;                                                                           \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), want %d\n", __FILE__, __LINE__, #expr, \
+              rc_, strerror(rc_), (want));                                                \
+    }                                                                                     \
+  } while (0)
+
+static const lanepool_qos_t all_qos[LANEPOOL_BAND_COUNT] = {
+    LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
+    LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
+
+static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = lanes;
+  cfg.ring_capacity = ring;
+  lanepool_t *p = NULL;
+  int rc = lanepool_create(&cfg, &p);
+  if (rc) {
+    fprintf(stderr, "lanepool_create(%s): %s\n", name, strerror(rc));
+    exit(1);
+  }
+  return p;
+}
+
+/* Threads of this process whose name starts with `prefix`. */
+static int count_threads(const char *prefix) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f) && strncmp(comm, prefix, strlen(prefix)) == 0) n++;
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* ---- FIFO per lane with 4 producers ---------------------------------------- */
+
+enum { PRODUCERS = 4, PER_PRODUCER = 100000 };
+
+typedef struct {
+  uint32_t last[PRODUCERS]; /* touched only by the one lane: no synchronisation */
+  uint64_t ran;
+  uint64_t out_of_order;
+} fifo_state;
+
+static fifo_state fifo;
+static _Atomic uint32_t fifo_slots[PRODUCERS * PER_PRODUCER];
+
+static void fifo_task(void *ctx) {
+  uintptr_t v = (uintptr_t)ctx;
+  uint32_t producer = (uint32_t)(v >> 32), seq = (uint32_t)v;
+  if (seq != fifo.last[producer] + 1) fifo.out_of_order++;
+  fifo.last[producer] = seq;
+  fifo.ran++;
+  atomic_fetch_add(&fifo_slots[producer * PER_PRODUCER + seq - 1], 1);
+}
+
+typedef struct {
+  lanepool_lane_t *lane;
+  uint32_t producer;
+} producer_arg;
+
+static void *fifo_producer(void *arg) {
+  producer_arg *a = arg;
+  for (uint32_t i = 1; i <= PER_PRODUCER; i++) {
+    uintptr_t v = ((uintptr_t)a->producer << 32) | i;
+    if (lanepool_lane_async(a->lane, fifo_task, (void *)v) != 0) abort();
+  }
+  return NULL;
+}
+
+static void test_fifo(void) {
+  /* A small ring forces the overflow list into play, which is where order is hard. */
+  lanepool_t *p = make_pool("cfifo", 1, 64);
+  lanepool_lane_t *lane;
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  pthread_t t[PRODUCERS];
+  producer_arg args[PRODUCERS];
+  for (uint32_t i = 0; i < PRODUCERS; i++) {
+    args[i] = (producer_arg){lane, i};
+    pthread_create(&t[i], NULL, fifo_producer, &args[i]);
+  }
+  for (int i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_destroy(p), 0); /* drains */
+  (void)info;
+  CHECK(fifo.ran == (uint64_t)PRODUCERS * PER_PRODUCER);
+  CHECK(fifo.out_of_order == 0);
+  int once = 1;
+  for (size_t i = 0; i < PRODUCERS * PER_PRODUCER; i++)
+    if (atomic_load(&fifo_slots[i]) != 1) once = 0;
+  CHECK(once);
+}
+
+/* ---- no loss across the pool ------------------------------------------------ */
+
+static _Atomic uint64_t counted;
+static void count_task(void *ctx) {
+  (void)ctx;
+  atomic_fetch_add_explicit(&counted, 1, memory_order_relaxed);
+}
+
+typedef struct {
+  lanepool_t *pool;
+  uint64_t accepted;
+  uint32_t seed;
+} spread_arg;
+
+static void *spread_producer(void *arg) {
+  spread_arg *a = arg;
+  for (int i = 0; i < 250000; i++) {
+    a->seed = a->seed * 1103515245u + 12345u;
+    lanepool_qos_t q = all_qos[(a->seed >> 16) % LANEPOOL_BAND_COUNT];
+    int rc;
+    switch ((a->seed >> 8) % 3) {
+    case 0: rc = lanepool_async(a->pool, q, count_task, NULL); break;
+    case 1: {
+      lanepool_lane_t *l;
+      lanepool_next_lane(a->pool, q, &l);
+      rc = lanepool_lane_async(l, count_task, NULL);
+      break;
+    }
+    default: {
+      lanepool_lane_t *l;
+      lanepool_lane_for_key(a->pool, q, a->seed, &l);
+      rc = lanepool_lane_async(l, count_task, NULL);
+    }
+    }
+    if (rc == 0) a->accepted++;
+  }
+  return NULL;
+}
+
+static void test_no_loss(void) {
+  lanepool_t *p = make_pool("closs", 2, 0);
+  pthread_t t[4];
+  spread_arg args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (spread_arg){p, 0, (uint32_t)i * 7919u + 1};
+    pthread_create(&t[i], NULL, spread_producer, &args[i]);
+  }
+  uint64_t accepted = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    accepted += args[i].accepted;
+  }
+  CHECK_RC(lanepool_destroy(p), 0);
+  CHECK(accepted == 1000000);
+  CHECK(atomic_load(&counted) == accepted);
+}
+
+/* ---- threads: count, names, gone after shutdown ------------------------------ */
+
+static void test_threads(void) {
+  lanepool_t *p = make_pool("cthreads", 3, 0);
+  CHECK(count_threads("cthreads-") == 15);
+  CHECK(count_threads("cthreads-ui-") == 3);
+  CHECK(count_threads("cthreads-bg-2") == 1);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(count_threads("cthreads-") == 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ---- drain vs cancel --------------------------------------------------------- */
+
+static _Atomic uint64_t ran_slow, discarded;
+static void slow_task(void *ctx) {
+  (void)ctx;
+  usleep(50);
+  atomic_fetch_add(&ran_slow, 1);
+}
+static void on_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)ctx;
+  if (fn == slow_task && arg == (void *)&discarded) atomic_fetch_add(&discarded, 1);
+}
+
+static void test_cancel(void) {
+  lanepool_t *p = make_pool("ccancel", 2, 16);
+  uint64_t accepted = 0;
+  for (int i = 0; i < 5000; i++)
+    if (lanepool_async(p, all_qos[i % 5], slow_task, NULL) == 0) accepted++;
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, NULL, NULL), EINVAL);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, on_discard, &discarded), 0);
+  CHECK(accepted == 5000);
+  CHECK(atomic_load(&ran_slow) + atomic_load(&discarded) == accepted);
+  CHECK(atomic_load(&discarded) > 0); /* 5000 x 50 us cannot all have run yet */
+  CHECK_RC(lanepool_async(p, LANEPOOL_QOS_DEFAULT, slow_task, NULL), ESHUTDOWN);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), EALREADY);
+  CHECK_RC(lanepool_destroy(p), 0);
+
+  atomic_store(&ran_slow, 0);
+  p = make_pool("cdrain", 2, 16);
+  for (int i = 0; i < 2000; i++) lanepool_async(p, all_qos[i % 5], slow_task, NULL);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&ran_slow) == 2000);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ---- bad input --------------------------------------------------------------- */
+
+static void noop(void *ctx) { (void)ctx; }
+
+static lanepool_t *self_pool;
+static _Atomic int self_rc[3];
+static void destroy_self(void *ctx) {
+  (void)ctx;
+  lanepool_lane_t *me;
+  atomic_store(&self_rc[0], lanepool_destroy(self_pool));
+  atomic_store(&self_rc[1], lanepool_shutdown(self_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL));
+  lanepool_current_lane(&me);
+  atomic_store(&self_rc[2], lanepool_lane_sync(me, noop, NULL));
+}
+
+static void test_bad_input(void) {
+  lanepool_config_t cfg;
+  lanepool_t *p = NULL;
+  lanepool_lane_t *lane = NULL;
+  CHECK_RC(lanepool_config_init(NULL), EINVAL);
+  lanepool_config_init(&cfg);
+  CHECK_RC(lanepool_create(NULL, &p), EINVAL);
+  CHECK_RC(lanepool_create(&cfg, NULL), EINVAL);
+  cfg.lanes_per_band = 0;
+  CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+  cfg.lanes_per_band = LANEPOOL_MAX_LANES_PER_BAND + 1;
+  CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+  cfg.lanes_per_band = 1;
+  cfg.ring_capacity = 1000; /* not a power of two */
+  CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+  cfg.ring_capacity = 0;
+  cfg.name = "";
+  CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+  CHECK(p == NULL);
+
+  p = make_pool("cbad", 1, 0);
+  CHECK_RC(lanepool_get_lane(p, (lanepool_qos_t)0x42, 0, &lane), EINVAL);
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 1, &lane), EINVAL);
+  CHECK_RC(lanepool_next_lane(NULL, LANEPOOL_QOS_DEFAULT, &lane), EINVAL);
+  CHECK_RC(lanepool_async(p, (lanepool_qos_t)0, noop, NULL), EINVAL);
+  CHECK_RC(lanepool_async(NULL, LANEPOOL_QOS_DEFAULT, noop, NULL), EINVAL);
+  CHECK_RC(lanepool_async(p, LANEPOOL_QOS_DEFAULT, NULL, NULL), EINVAL);
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  CHECK_RC(lanepool_lane_async(lane, NULL, NULL), EINVAL);
+  CHECK_RC(lanepool_lane_async(NULL, noop, NULL), EINVAL);
+  CHECK_RC(lanepool_current_lane(&lane), ESRCH);
+
+  self_pool = p;
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  CHECK_RC(lanepool_lane_sync(lane, destroy_self, NULL), 0);
+  CHECK(atomic_load(&self_rc[0]) == EDEADLK);
+  CHECK(atomic_load(&self_rc[1]) == EDEADLK);
+  CHECK(atomic_load(&self_rc[2]) == EDEADLK);
+
+  lanepool_t *def = NULL;
+  CHECK_RC(lanepool_default(&def), 0);
+  CHECK_RC(lanepool_destroy(def), EPERM);
+  CHECK_RC(lanepool_shutdown(def, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), EPERM);
+
+  CHECK_RC(lanepool_shutdown(p, 7, NULL, NULL), EINVAL);
+  CHECK_RC(lanepool_destroy(p), 0);
+  CHECK_RC(lanepool_destroy(p), EINVAL); /* twice */
+  CHECK_RC(lanepool_destroy(NULL), EINVAL);
+}
+
+int main(void) {
+  test_bad_input();
+  test_fifo();
+  test_no_loss();
+  test_threads();
+  test_cancel();
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

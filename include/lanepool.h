@@ -1,0 +1,218 @@
+/*
+ * lanepool.h - LanePool's public C API.
+ *
+ * A pool has five QoS bands; a band has N lanes; a lane is one pthread that runs
+ * the tasks of one FIFO ring, one at a time, in submission order.
+ *
+ * Conventions, for every function below:
+ *  - The return value is 0 on success or a positive errno value. errno itself is
+ *    never used to report an error and is preserved across calls.
+ *  - When a submit function returns non-zero the task was NOT accepted: the caller
+ *    still owns `ctx` and must free it if needed. When it returns 0 the task will
+ *    either run exactly once or, after a cancelling shutdown, be handed exactly once
+ *    to the discard callback.
+ *  - All functions are thread-safe unless stated otherwise. Pointers to a pool or
+ *    lane must not be used after lanepool_destroy() of that pool has started.
+ */
+#ifndef LANEPOOL_H
+#define LANEPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** QoS classes, with the raw values of Apple's qos_class_t. */
+typedef enum lanepool_qos {
+  LANEPOOL_QOS_USER_INTERACTIVE = 0x21,
+  LANEPOOL_QOS_USER_INITIATED = 0x19,
+  LANEPOOL_QOS_DEFAULT = 0x15,
+  LANEPOOL_QOS_UTILITY = 0x11,
+  LANEPOOL_QOS_BACKGROUND = 0x09,
+} lanepool_qos_t;
+
+/** Number of QoS bands in every pool. */
+#define LANEPOOL_BAND_COUNT 5
+/** Largest number of lanes per band. */
+#define LANEPOOL_MAX_LANES_PER_BAND 64
+/** lanes_per_band value meaning "one lane per CPU the process may run on". */
+#define LANEPOOL_LANES_PER_CPU 0xFFFFFFFFu
+/** Smallest and largest ring capacity (slots per lane; a power of two). */
+#define LANEPOOL_MIN_RING_CAPACITY 2u
+#define LANEPOOL_MAX_RING_CAPACITY (1u << 20)
+/** Ring capacity used when the config says 0. */
+#define LANEPOOL_DEFAULT_RING_CAPACITY 1024u
+/** Longest pool name kept (longer names are truncated; thread names shorter still). */
+#define LANEPOOL_MAX_NAME 31
+
+typedef struct lanepool lanepool_t;
+typedef struct lanepool_lane lanepool_lane_t;
+
+/** A task: a plain function pointer and its context. */
+typedef void (*lanepool_fn)(void *ctx);
+
+/**
+ * Receives each task that a cancelling shutdown removed from a ring without running
+ * it, so that its owner can release `ctx`. Called on the thread that called
+ * lanepool_shutdown(), after every lane has exited, lane by lane in FIFO order.
+ */
+typedef void (*lanepool_discard_fn)(lanepool_fn fn, void *ctx, void *discard_arg);
+
+/** Pool configuration. Always initialise with lanepool_config_init(). */
+typedef struct lanepool_config {
+  /** Pool name, used for thread names "<name>-<band>-<i>" (15 bytes, truncated).
+   *  NULL means "lanepool". Must not be empty. Copied. */
+  const char *name;
+  /** Lanes per band: 1...LANEPOOL_MAX_LANES_PER_BAND, or LANEPOOL_LANES_PER_CPU (the
+   *  default) for one lane per CPU the process may run on (sched_getaffinity, so
+   *  taskset and cpusets are honoured), capped at the maximum. 0 is EINVAL. */
+  uint32_t lanes_per_band;
+  /** Ring slots per lane: a power of two in [LANEPOOL_MIN_RING_CAPACITY,
+   *  LANEPOOL_MAX_RING_CAPACITY], or 0 for LANEPOOL_DEFAULT_RING_CAPACITY. */
+  uint32_t ring_capacity;
+  /** 0 (default): when a ring is full, tasks go to the lane's overflow list, which
+   *  keeps FIFO order and grows as needed, so submission never blocks.
+   *  1: the ring capacity is a hard limit; a submit to a full lane returns EAGAIN. */
+  int hard_capacity;
+  /** Stack size of lane threads in bytes; 0 for the pthread default. */
+  size_t stack_size;
+  /** Spin budget in nanoseconds per band (index: lanepool_band_index()) before an
+   *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
+  uint32_t spin_ns[LANEPOOL_BAND_COUNT];
+} lanepool_config_t;
+
+/** Fills `cfg` with defaults. Returns EINVAL if cfg is NULL. */
+int lanepool_config_init(lanepool_config_t *cfg);
+
+/**
+ * Creates a pool and starts its 5 x lanes_per_band lane threads. Returns once every
+ * lane is running and parked or ready for tasks.
+ * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity),
+ * ENOMEM, or the error of pthread_create (EAGAIN when out of threads); on error no
+ * thread is left running and *out is unchanged. Blocks while threads start.
+ */
+int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
+
+/**
+ * The process-wide default pool, created on first call (one lane per allowed CPU,
+ * name "lanepool") and never torn down. Returns 0, EINVAL (NULL out) or the error
+ * of its creation (a later call tries again).
+ */
+int lanepool_default(lanepool_t **out);
+
+typedef enum lanepool_shutdown_mode {
+  /** Stop intake, run every task already accepted, join the lanes. */
+  LANEPOOL_SHUTDOWN_DRAIN = 0,
+  /** Stop intake, let each lane finish its current task, join the lanes, then hand
+   *  every task still queued to the discard callback. */
+  LANEPOOL_SHUTDOWN_CANCEL = 1,
+} lanepool_shutdown_mode_t;
+
+/**
+ * Stops a pool: from the moment it starts, submits return ESHUTDOWN. Blocks until
+ * every lane thread has been joined. The pool's memory stays valid (info and submit
+ * calls keep working, submits return ESHUTDOWN) until lanepool_destroy().
+ * While draining, tasks cannot submit new tasks to this pool (they get ESHUTDOWN).
+ * Returns 0; EINVAL (NULL pool, bad mode, CANCEL with NULL discard); EPERM (the
+ * default pool); EDEADLK (called from one of this pool's lanes); EALREADY (a
+ * shutdown already happened or is under way; this call waits for it to finish).
+ */
+int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
+                      lanepool_discard_fn discard, void *discard_arg);
+
+/**
+ * Shuts the pool down with DRAIN if that has not happened yet, then frees it.
+ * Returns 0; EINVAL (NULL, or not a live pool: never created or already destroyed;
+ * nothing is touched); EPERM (the default pool); EDEADLK (called from one of this
+ * pool's lanes; the pool is left as it was).
+ * A pointer freed and then reused by a new pool is live again: do not destroy twice.
+ */
+int lanepool_destroy(lanepool_t *pool);
+
+/* ---- Picking lanes ---------------------------------------------------------- */
+
+/** Band index 0...4 of a QoS (userInteractive 0 ... background 4), or -1 if unknown. */
+int lanepool_band_index(lanepool_qos_t qos);
+
+/** The next lane of the band, round-robin (YYDispatchQueueGetForQOS). Returns 0 or
+ *  EINVAL (NULL pool/out, unknown qos). Lock-free; one atomic add. */
+int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
+
+/** Lane `index` (0-based) of the band. EINVAL for a bad argument or index. */
+int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
+                      lanepool_lane_t **out);
+
+/** The lane a key maps to: the same key always gives the same lane of a band, so
+ *  tasks submitted with one key run in order. EINVAL for a bad argument. */
+int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
+                          lanepool_lane_t **out);
+
+/** The lane the calling thread is running a task on. 0, EINVAL (NULL out) or ESRCH
+ *  (the caller is not a lane thread). */
+int lanepool_current_lane(lanepool_lane_t **out);
+
+/* ---- Submitting ------------------------------------------------------------- */
+
+/**
+ * Appends a task to a lane's ring. Never blocks, never allocates unless the ring is
+ * full (then the overflow list may grow), makes a syscall only to wake a parked lane.
+ * Returns 0; EINVAL (NULL lane or fn); ESHUTDOWN (the pool is shutting down);
+ * EAGAIN (hard capacity and the ring is full).
+ */
+int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+
+/**
+ * Band-level submit for unordered work: picks the less loaded of two lanes of the
+ * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
+ * plus EINVAL for a NULL pool or unknown qos.
+ */
+int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
+
+/**
+ * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to
+ * finish. Returns 0 once it ran; EINVAL; ESHUTDOWN (not run); EAGAIN (hard capacity
+ * full, not run); EDEADLK (called from this very lane: it would wait for itself);
+ * ECANCELED (a cancelling shutdown removed it before it ran; the discard callback
+ * is not called for it). Blocks until the task has run or been cancelled.
+ */
+int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+
+/* ---- Introspection ---------------------------------------------------------- */
+
+typedef struct lanepool_lane_info {
+  lanepool_qos_t qos;
+  uint32_t index;          /* index within its band */
+  pid_t tid;               /* kernel thread id (as in /proc/self/task) */
+  char thread_name[16];
+  uint64_t tasks_executed; /* tasks run to completion */
+  uint64_t depth;          /* tasks queued now, ring and overflow (approximate) */
+  uint64_t overflowed;     /* tasks that went to the overflow list so far */
+  uint64_t busy_ns;        /* time spent draining (from first task found to empty) */
+  int running;             /* 1 until the lane thread has exited */
+} lanepool_lane_info_t;
+
+/** Snapshot of a lane. 0 or EINVAL. Counters are read without stopping the lane. */
+int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out);
+
+typedef struct lanepool_info {
+  char name[LANEPOOL_MAX_NAME + 1];
+  uint32_t lanes_per_band;
+  uint32_t ring_capacity;
+  int hard_capacity;
+  int shut_down; /* 1 once a shutdown has started */
+  int is_default;
+} lanepool_info_t;
+
+/** Snapshot of a pool. 0 or EINVAL. */
+int lanepool_info(const lanepool_t *pool, lanepool_info_t *out);
+
+/** The pool a lane belongs to. 0 or EINVAL. */
+int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LANEPOOL_H */
