@@ -212,6 +212,15 @@ int lanepool_info(const lanepool_t *pool, lanepool_info_t *out);
 /** The pool a lane belongs to. 0 or EINVAL. */
 int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out);
 
+/** A lane's band and index. 0 or EINVAL. Constant for the lane's life; no locking. */
+int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos, uint32_t *index);
+
+/** One pointer per lane for the embedding layer (the Swift facade keeps its lane
+ *  object there). Not used by LanePool itself. Reads and writes are atomic
+ *  (acquire/release). 0 or EINVAL. */
+int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata);
+int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out);
+
 #ifdef __cplusplus
 }
 #endif

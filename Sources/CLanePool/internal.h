@@ -47,6 +47,7 @@ struct lanepool_lane {
   int hard_capacity;
   char name[16];
   pthread_t thread;
+  _Atomic(void *) userdata; /* [atomic: release/acquire] for the embedding layer */
 
   /* ---- producers ---- */
   /* [atomic: seq_cst CAS by producers; the CAS is what the parking protocol
@@ -125,5 +126,6 @@ void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
 
 extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
+extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];
 
 #endif /* LANEPOOL_INTERNAL_H */

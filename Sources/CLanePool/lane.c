@@ -90,6 +90,7 @@ int lanepool__lane_init(lanepool_lane_t *lane, lanepool_t *pool, uint32_t band,
   atomic_init(&lane->sleeping, 0);
   atomic_init(&lane->spill_count, 0);
   atomic_init(&lane->overflowed, 0);
+  atomic_init(&lane->userdata, NULL);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
   char suffix[16];
@@ -410,10 +411,7 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   if (!lane || !out) return EINVAL;
   lanepool_lane_t *l = (lanepool_lane_t *)lane;
   memset(out, 0, sizeof *out);
-  static const lanepool_qos_t qos_of_band[LANEPOOL_BAND_COUNT] = {
-      LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
-      LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
-  out->qos = qos_of_band[l->band];
+  out->qos = lanepool__qos_of_band[l->band];
   out->index = l->index;
   out->tid = atomic_load_explicit(&l->tid, memory_order_acquire);
   memcpy(out->thread_name, l->name, sizeof out->thread_name);
@@ -428,5 +426,24 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
 int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out) {
   if (!lane || !out) return EINVAL;
   *out = lane->pool;
+  return 0;
+}
+
+int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos, uint32_t *index) {
+  if (!lane || !qos || !index) return EINVAL;
+  *qos = lanepool__qos_of_band[lane->band];
+  *index = lane->index;
+  return 0;
+}
+
+int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata) {
+  if (!lane) return EINVAL;
+  atomic_store_explicit(&lane->userdata, userdata, memory_order_release);
+  return 0;
+}
+
+int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out) {
+  if (!lane || !out) return EINVAL;
+  *out = atomic_load_explicit(&((lanepool_lane_t *)lane)->userdata, memory_order_acquire);
   return 0;
 }

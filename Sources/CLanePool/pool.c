@@ -15,6 +15,9 @@
 
 const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT] = {"ui", "in", "df", "ut",
                                                                      "bg"};
+const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
+    LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
+    LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
 
 /* ---- registry of live pools ------------------------------------------------- */
 

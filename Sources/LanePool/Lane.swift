@@ -1,0 +1,150 @@
+internal import CLanePool
+
+/// One lane: a thread that runs the tasks submitted to it one at a time, in order.
+///
+/// What ``LanePool/queue(for:)`` returns, like a serial `DispatchQueue` of
+/// YYDispatchQueuePool. All methods are thread-safe. A lane object lives as long as
+/// you hold it; after its pool shut down, submissions throw ``LanePoolError/shutDown``.
+public final class Lane: @unchecked Sendable {
+  // @unchecked: every stored property is a `let`; the C lane is thread-safe.
+  let raw: OpaquePointer
+  let core: PoolCore
+  /// The lane's QoS band.
+  public let qos: QoS
+  /// The lane's index within its band.
+  public let index: Int
+
+  init(raw: OpaquePointer, core: PoolCore, qos: QoS, index: Int) {
+    self.raw = raw
+    self.core = core
+    self.qos = qos
+    self.index = index
+  }
+
+  /// Runs `work` on this lane after every task submitted before it.
+  ///
+  /// Never blocks. Cost: one allocation (the box that carries the closure through C)
+  /// and, only if the lane is parked, one futex wake.
+  /// - Throws: ``LanePoolError/shutDown`` after the pool has shut down,
+  ///   ``LanePoolError/full`` when the pool has a hard capacity and this lane is full.
+  ///   When it throws, `work` was not accepted and will never run.
+  public func async(_ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
+    let ctx = TaskBox.retain(work)
+    let rc = lanepool_lane_async(raw, taskTrampoline, ctx)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(code: rc)
+    }
+  }
+
+  /// Runs `work` on this lane, after every task submitted before it, and returns its
+  /// value; blocks the caller until then.
+  ///
+  /// Calling it from a task running on this same lane would wait forever: that stops
+  /// the program with a message instead (use `async`, or a different lane).
+  /// - Throws: what `work` throws; or ``LanePoolError/shutDown``, ``LanePoolError/full``,
+  ///   ``LanePoolError/cancelled`` when the lane did not run it. (It throws rather than
+  ///   rethrows because a shut-down pool refuses the task.)
+  public func sync<T>(_ work: () throws -> T) throws -> T {
+    precondition(
+      !isCurrent,
+      "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+    )
+    var result: Result<T, any Error>?
+    let rc: Int32 = withoutActuallyEscaping(work) { work in
+      let box = SyncBox { result = Result { try work() } }
+      return withExtendedLifetime(box) {
+        lanepool_lane_sync(raw, syncTrampoline, Unmanaged.passUnretained(box).toOpaque())
+      }
+    }
+    if rc != 0 { throw LanePoolError(code: rc) }
+    return try result!.get()
+  }
+
+  /// True when the caller is a task running on this lane.
+  public var isCurrent: Bool {
+    var current: OpaquePointer?
+    return lanepool_current_lane(&current) == 0 && current == raw
+  }
+
+  /// The lane the calling task runs on, or nil when the caller is not a lane thread.
+  public static var current: Lane? {
+    var current: OpaquePointer?
+    guard lanepool_current_lane(&current) == 0, let current else { return nil }
+    var ud: UnsafeMutableRawPointer?
+    guard lanepool_lane_userdata(current, &ud) == 0, let ud else { return nil }
+    return Unmanaged<Lane>.fromOpaque(ud).takeUnretainedValue()
+  }
+
+  /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
+  public var name: String { info.threadName }
+
+  /// A snapshot of the lane's counters. Cheap (no lock); values are approximate while
+  /// the lane runs.
+  public var info: LaneInfo {
+    var c = lanepool_lane_info_t()
+    _ = lanepool_lane_info(raw, &c)
+    let name = withUnsafeBytes(of: c.thread_name) { bytes in
+      String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+    }
+    return LaneInfo(
+      qos: qos, index: index, threadID: c.tid, threadName: name,
+      tasksExecuted: c.tasks_executed, depth: c.depth, overflowed: c.overflowed,
+      busyTime: .nanoseconds(Int64(clamping: c.busy_ns)), isRunning: c.running != 0)
+  }
+}
+
+extension Lane: Hashable, CustomStringConvertible {
+  public static func == (a: Lane, b: Lane) -> Bool { a === b }
+  public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+  public var description: String { "Lane(\(name))" }
+}
+
+/// A snapshot of one lane.
+public struct LaneInfo: Sendable, Hashable {
+  public var qos: QoS
+  public var index: Int
+  /// Kernel thread id, as in `/proc/self/task/<tid>`.
+  public var threadID: Int32
+  public var threadName: String
+  /// Tasks run to completion.
+  public var tasksExecuted: UInt64
+  /// Tasks queued now (ring and overflow).
+  public var depth: UInt64
+  /// Tasks that found the ring full and went to the overflow list, since start.
+  public var overflowed: UInt64
+  /// Time spent running tasks (from the first task found to the ring being empty).
+  public var busyTime: Duration
+  /// False once the lane thread has exited (after shutdown).
+  public var isRunning: Bool
+}
+
+// MARK: - Carrying closures through C
+
+/// Carries one `async` closure through the C ring: one allocation per submit.
+final class TaskBox {
+  let work: @Sendable () -> Void
+  init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+
+  static func retain(_ work: @escaping @Sendable () -> Void) -> UnsafeMutableRawPointer {
+    Unmanaged.passRetained(TaskBox(work)).toOpaque()
+  }
+  static func release(_ ctx: UnsafeMutableRawPointer) {
+    Unmanaged<TaskBox>.fromOpaque(ctx).release()
+  }
+}
+
+/// The C function every Swift `async` task runs through.
+let taskTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  Unmanaged<TaskBox>.fromOpaque(ctx!).takeRetainedValue().work()
+}
+
+/// Carries a `sync` closure: the caller keeps it alive while it waits.
+final class SyncBox {
+  let run: () -> Void
+  init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+let syncTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  Unmanaged<SyncBox>.fromOpaque(ctx!).takeUnretainedValue().run()
+}

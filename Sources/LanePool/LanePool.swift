@@ -1,0 +1,285 @@
+internal import CLanePool
+import Foundation
+import Synchronization
+
+/// A pool of lanes: five QoS bands, each with the same number of lanes (by default one
+/// per CPU the process may run on), every lane a thread that runs its tasks in order.
+///
+/// The process-wide ``default`` pool is created on first use and never shut down, as
+/// YYDispatchQueuePool's are. A custom pool runs until ``shutdownGracefully()`` or
+/// ``shutdown(discardingQueued:)``: like a NIO event loop group, dropping your last
+/// reference does not stop its threads.
+///
+/// ```swift
+/// LanePool.queue(for: .userInitiated).async { render() }   // YYDispatchQueueGetForQOS
+/// let pool = try LanePool(name: "db", lanesPerBand: 4)
+/// try pool.queue(for: .utility, key: userID).async { ... } // same key, same lane
+/// try await pool.shutdownGracefully()
+/// ```
+public final class LanePool: @unchecked Sendable {
+  // @unchecked: stored properties are `let`s or a Mutex; the C pool is thread-safe.
+  let core: PoolCore
+  let bands: [[Lane]]
+  private let lanesRetained: Mutex<Bool>
+
+  /// The name given at creation; lane threads are named `<name>-<band>-<i>`.
+  public let name: String
+  /// Lanes in each band.
+  public let lanesPerBand: Int
+  /// True for the process-wide default pool.
+  public let isDefault: Bool
+
+  /// Configuration of a custom pool.
+  public struct Configuration: Sendable {
+    /// Used in thread names `<name>-<band>-<i>`, truncated to fit 15 bytes.
+    public var name: String = "lanepool"
+    /// Lanes per band, 1...64; nil for one per CPU the process may run on
+    /// (`sched_getaffinity`, so `taskset` and cgroup cpusets are honoured).
+    public var lanesPerBand: Int? = nil
+    /// Ring slots per lane, a power of two in 2...1,048,576; nil for 1,024.
+    public var ringCapacity: Int? = nil
+    /// false (default): a full ring spills to an overflow list that keeps FIFO order,
+    /// so `async` never blocks or fails for lack of room. true: the ring capacity is a
+    /// hard limit and `async` on a full lane throws ``LanePoolError/full``.
+    public var hardCapacity: Bool = false
+    /// Stack size of lane threads in bytes; nil for the system default.
+    public var stackSize: Int? = nil
+
+    public init() {}
+  }
+
+  /// Starts a pool; returns once its 5 × lanesPerBand threads run.
+  /// - Throws: ``LanePoolError/invalidArgument(_:)`` naming the bad setting, or
+  ///   ``LanePoolError/system(errno:)`` when threads or memory cannot be had.
+  public convenience init(
+    name: String = "lanepool", lanesPerBand: Int? = nil, ringCapacity: Int? = nil,
+    hardCapacity: Bool = false, stackSize: Int? = nil
+  ) throws(LanePoolError) {
+    var c = Configuration()
+    c.name = name
+    c.lanesPerBand = lanesPerBand
+    c.ringCapacity = ringCapacity
+    c.hardCapacity = hardCapacity
+    c.stackSize = stackSize
+    try self.init(configuration: c)
+  }
+
+  public convenience init(configuration c: Configuration) throws(LanePoolError) {
+    if c.name.isEmpty || c.name.utf8.contains(0) {
+      throw .invalidArgument("name must be non-empty and contain no NUL byte")
+    }
+    if let n = c.lanesPerBand, !(1...Int(LANEPOOL_MAX_LANES_PER_BAND)).contains(n) {
+      throw .invalidArgument("lanesPerBand must be 1...\(LANEPOOL_MAX_LANES_PER_BAND), got \(n)")
+    }
+    if let r = c.ringCapacity,
+      r < Int(LANEPOOL_MIN_RING_CAPACITY) || r > Int(LANEPOOL_MAX_RING_CAPACITY) || r & (r - 1) != 0
+    {
+      throw .invalidArgument(
+        "ringCapacity must be a power of two in \(LANEPOOL_MIN_RING_CAPACITY)...\(LANEPOOL_MAX_RING_CAPACITY), got \(r)")
+    }
+    if let s = c.stackSize, s < 16384 {
+      throw .invalidArgument("stackSize must be at least 16384 bytes, got \(s)")
+    }
+    var cfg = lanepool_config_t()
+    lanepool_config_init(&cfg)
+    cfg.lanes_per_band = c.lanesPerBand.map { UInt32($0) } ?? LANEPOOL_LANES_PER_CPU
+    cfg.ring_capacity = UInt32(c.ringCapacity ?? 0)
+    cfg.hard_capacity = c.hardCapacity ? 1 : 0
+    cfg.stack_size = c.stackSize ?? 0
+    var raw: OpaquePointer?
+    let rc = c.name.withCString { name in
+      cfg.name = name
+      return lanepool_create(&cfg, &raw)
+    }
+    guard rc == 0, let raw else { throw LanePoolError(code: rc, what: "pool configuration") }
+    self.init(raw: raw, isDefault: false)
+  }
+
+  private init(raw: OpaquePointer, isDefault: Bool) {
+    let core = PoolCore(raw: raw, isDefault: isDefault)
+    var info = lanepool_info_t()
+    _ = lanepool_info(raw, &info)
+    let perBand = Int(info.lanes_per_band)
+    var bands: [[Lane]] = []
+    for qos in QoS.allCases {
+      var band: [Lane] = []
+      for i in 0..<perBand {
+        var lane: OpaquePointer?
+        _ = lanepool_get_lane(raw, qos.c, UInt32(i), &lane)
+        let l = Lane(raw: lane!, core: core, qos: qos, index: i)
+        // The C lane holds its Swift object (+1) until the pool has shut down, so
+        // Lane.current works from any task for as long as lanes run.
+        _ = lanepool_lane_set_userdata(lane, Unmanaged.passRetained(l).toOpaque())
+        band.append(l)
+      }
+      bands.append(band)
+    }
+    self.core = core
+    self.bands = bands
+    self.lanesRetained = Mutex(true)
+    self.lanesPerBand = perBand
+    self.isDefault = isDefault
+    self.name = withUnsafeBytes(of: info.name) { b in
+      String(decoding: b.prefix(while: { $0 != 0 }), as: UTF8.self)
+    }
+  }
+
+  /// The process-wide default pool: one lane per allowed CPU in each band, created on
+  /// first use, never shut down.
+  public static let `default`: LanePool = {
+    var raw: OpaquePointer?
+    let rc = lanepool_default(&raw)
+    guard rc == 0, let raw else {
+      fatalError("LanePool: cannot start the default pool: \(LanePoolError(code: rc))")
+    }
+    return LanePool(raw: raw, isDefault: true)
+  }()
+
+  // MARK: Picking lanes
+
+  /// The next lane of the band, round-robin: YYDispatchQueuePool's `-queue`. One atomic add.
+  public func queue(for qos: QoS) -> Lane {
+    var lane: OpaquePointer?
+    _ = lanepool_next_lane(core.raw, qos.c, &lane)
+    var q = lanepool_qos_t(rawValue: 0)
+    var index: UInt32 = 0
+    _ = lanepool_lane_position(lane, &q, &index)
+    return bands[qos.bandIndex][Int(index)]
+  }
+
+  /// A lane of the default pool, round-robin: `YYDispatchQueueGetForQOS(qos)`.
+  public static func queue(for qos: QoS) -> Lane { LanePool.default.queue(for: qos) }
+
+  /// The lane `key` maps to: the same key always gives the same lane (within this
+  /// process), so tasks for one key run in submission order.
+  public func queue(for qos: QoS, key: some Hashable) -> Lane {
+    var lane: OpaquePointer?
+    _ = lanepool_lane_for_key(core.raw, qos.c, UInt64(bitPattern: Int64(key.hashValue)), &lane)
+    var q = lanepool_qos_t(rawValue: 0)
+    var index: UInt32 = 0
+    _ = lanepool_lane_position(lane, &q, &index)
+    return bands[qos.bandIndex][Int(index)]
+  }
+
+  /// The lanes of a band, by index.
+  public func lanes(for qos: QoS) -> [Lane] { bands[qos.bandIndex] }
+
+  /// Every lane of the pool, band by band.
+  public var allLanes: [Lane] { bands.flatMap { $0 } }
+
+  // MARK: Submitting
+
+  /// Runs `work` on some lane of the band: the less loaded of two picked at random.
+  /// For unordered work; use ``queue(for:)`` or a keyed lane when order matters.
+  /// - Throws: as ``Lane/async(_:)``.
+  public func async(qos: QoS, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
+    let ctx = TaskBox.retain(work)
+    let rc = lanepool_async(core.raw, qos.c, taskTrampoline, ctx)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(code: rc)
+    }
+  }
+
+  // MARK: Shutdown
+
+  /// True once a shutdown has started.
+  public var isShutDown: Bool {
+    var info = lanepool_info_t()
+    _ = lanepool_info(core.raw, &info)
+    return info.shut_down != 0
+  }
+
+  /// Stops intake, runs every task already accepted, then joins the lanes. Returns
+  /// when all lane threads have exited. Calling it again is harmless.
+  /// - Throws: ``LanePoolError/notPermitted`` for the default pool,
+  ///   ``LanePoolError/wouldDeadlock`` when called from one of this pool's lanes.
+  public func shutdownGracefully() async throws(LanePoolError) {
+    try await runOffCooperativePool { () throws(LanePoolError) in
+      _ = try self.shutdown(discardingQueued: false)
+    }
+  }
+
+  /// Stops the pool and blocks until every lane thread has exited.
+  ///
+  /// With `discardingQueued: false` every accepted task runs first (drain). With
+  /// `true` each lane finishes the task it is running and every task still queued is
+  /// released without running (its closure is freed). Calling it again returns 0.
+  /// - Returns: how many queued tasks were discarded.
+  /// - Throws: ``LanePoolError/notPermitted`` (default pool),
+  ///   ``LanePoolError/wouldDeadlock`` (called from one of this pool's lanes).
+  @discardableResult
+  public func shutdown(discardingQueued: Bool) throws(LanePoolError) -> Int {
+    var discarded = 0
+    let rc = withUnsafeMutablePointer(to: &discarded) { counter in
+      lanepool_shutdown(
+        core.raw, discardingQueued ? LANEPOOL_SHUTDOWN_CANCEL : LANEPOOL_SHUTDOWN_DRAIN,
+        discardingQueued ? discardTask : nil, counter)
+    }
+    switch rc {
+    case 0, Errno.EALREADY:
+      releaseLanes()
+      return discarded
+    default:
+      throw LanePoolError(code: rc)
+    }
+  }
+
+  /// Drops the +1 each C lane holds on its Swift object, once, after the threads exited.
+  private func releaseLanes() {
+    lanesRetained.withLock { retained in
+      guard retained else { return }
+      retained = false
+      for lane in bands.joined() {
+        var ud: UnsafeMutableRawPointer?
+        _ = lanepool_lane_userdata(lane.raw, &ud)
+        _ = lanepool_lane_set_userdata(lane.raw, nil)
+        if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
+      }
+    }
+  }
+}
+
+/// Releases a task that a cancelling shutdown removed; counts it.
+private let discardTask:
+  @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
+    fn, ctx, counter in
+    if let fn, let ctx,
+      unsafeBitCast(fn, to: UnsafeRawPointer.self) == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self)
+    {
+      TaskBox.release(ctx)
+    }
+    counter?.assumingMemoryBound(to: Int.self).pointee += 1
+  }
+
+/// Runs a blocking call on a fresh thread so it does not hold a cooperative-pool thread.
+func runOffCooperativePool<T: Sendable>(
+  _ body: @escaping @Sendable () throws(LanePoolError) -> T
+) async throws(LanePoolError) -> T {
+  let result: Result<T, LanePoolError> = await withCheckedContinuation { cont in
+    let thread = Thread {
+      cont.resume(returning: Result { () throws(LanePoolError) in try body() })
+    }
+    thread.start()
+  }
+  return try result.get()
+}
+
+/// Owns the C pool; frees it when the last pool or lane object goes.
+final class PoolCore: @unchecked Sendable {
+  let raw: OpaquePointer
+  let isDefault: Bool
+  init(raw: OpaquePointer, isDefault: Bool) {
+    self.raw = raw
+    self.isDefault = isDefault
+  }
+  deinit {
+    // Reached only after shutdown (until then each C lane retains its Lane, which
+    // retains this core), so no lane thread is left to deadlock with.
+    if !isDefault { _ = lanepool_destroy(raw) }
+  }
+}
+
+extension QoS {
+  var c: lanepool_qos_t { lanepool_qos_t(rawValue: rawValue) }
+}

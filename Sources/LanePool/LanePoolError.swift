@@ -1,0 +1,57 @@
+/// Why LanePool refused a request. Every case maps one errno value of the C core.
+public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// The pool has shut down (or is shutting down); the task was not accepted. `ESHUTDOWN`.
+  case shutDown
+  /// The pool has a hard ring capacity and the lane is full; the task was not accepted. `EAGAIN`.
+  case full
+  /// An argument was out of range; the message says which. `EINVAL`.
+  case invalidArgument(String)
+  /// The call would wait for the lane it is running on. `EDEADLK`.
+  case wouldDeadlock
+  /// The process-wide default pool cannot be shut down. `EPERM`.
+  case notPermitted
+  /// A cancelling shutdown removed the task before it ran. `ECANCELED`.
+  case cancelled
+  /// Any other errno from the system (for example `ENOMEM`, or `EAGAIN` from thread creation).
+  case system(errno: Int32)
+
+  public var description: String {
+    switch self {
+    case .shutDown: "LanePool: the pool has shut down; the task was not accepted"
+    case .full: "LanePool: the lane is full (hard ring capacity); the task was not accepted"
+    case .invalidArgument(let what): "LanePool: invalid argument: \(what)"
+    case .wouldDeadlock: "LanePool: the call would wait for the lane it runs on"
+    case .notPermitted: "LanePool: the default pool cannot be shut down"
+    case .cancelled: "LanePool: the task was cancelled by a shutdown before it ran"
+    case .system(let e): "LanePool: system error \(e)"
+    }
+  }
+}
+
+// errno values of Linux, spelled out so the mapping does not depend on Glibc's overlay.
+enum Errno {
+  static let EPERM: Int32 = 1
+  static let ESRCH: Int32 = 3
+  static let EAGAIN: Int32 = 11
+  static let ENOMEM: Int32 = 12
+  static let EINVAL: Int32 = 22
+  static let EDEADLK: Int32 = 35
+  static let EALREADY: Int32 = 114
+  static let ESHUTDOWN: Int32 = 108
+  static let ECANCELED: Int32 = 125
+}
+
+extension LanePoolError {
+  /// Maps a C return code to an error, `what` naming the argument for EINVAL.
+  init(code: Int32, what: @autoclosure () -> String = "see the C API's documentation") {
+    switch code {
+    case Errno.ESHUTDOWN: self = .shutDown
+    case Errno.EAGAIN: self = .full
+    case Errno.EINVAL: self = .invalidArgument(what())
+    case Errno.EDEADLK: self = .wouldDeadlock
+    case Errno.EPERM: self = .notPermitted
+    case Errno.ECANCELED: self = .cancelled
+    default: self = .system(errno: code)
+    }
+  }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import LanePool
+
+/// Names of this process's threads (from /proc/self/task/*/comm), one per thread.
+func threadNames() -> [String] {
+  let dir = "/proc/self/task"
+  guard let tids = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return [] }
+  return tids.compactMap { tid in
+    (try? String(contentsOfFile: "\(dir)/\(tid)/comm", encoding: .utf8))?
+      .trimmingCharacters(in: .whitespacesAndNewlines)
+  }
+}
+
+func threadCount(prefix: String) -> Int { threadNames().filter { $0.hasPrefix(prefix) }.count }
+
+/// A unique short pool name, so tests running in parallel can count their own threads.
+func uniqueName(_ stem: String) -> String {
+  let n = nameCounter.add(1, ordering: .relaxed).newValue
+  return "\(stem.prefix(5))\(n)"
+}
+private let nameCounter = Atomic<Int>(0)
+
+/// Blocks until every task submitted to `lane` before this call has run.
+func barrier(_ lane: Lane) throws { try lane.sync {} }
+
+/// A counter tasks can bump from any lane.
+final class Counter: Sendable {
+  let value = Atomic<Int>(0)
+  func bump() { value.add(1, ordering: .relaxed) }
+  var count: Int { value.load(ordering: .acquiring) }
+}
+
+/// State touched only by tasks of one lane (so no lock): the lane serialises them.
+final class LaneLocal<T>: @unchecked Sendable {
+  var value: T
+  init(_ value: T) { self.value = value }
+}
+
+/// Waits (polling, bounded) until `condition` holds. For correctness checks whose
+/// outcome is not in doubt but whose moment is; the bound only guards against a hang.
+func eventually(seconds: Double = 60, _ condition: () -> Bool) -> Bool {
+  let deadline = Date().addingTimeInterval(seconds)
+  while !condition() {
+    if Date() > deadline { return false }
+    usleep(1000)
+  }
+  return true
+}
+
+/// The kernel thread id of the caller (from the /proc/thread-self link).
+func currentThreadID() -> Int32 {
+  let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
+  return Int32(target.split(separator: "/").last ?? "") ?? -1
+}
