@@ -17,10 +17,10 @@ import Synchronization
 /// try await pool.shutdownGracefully()
 /// ```
 public final class LanePool: @unchecked Sendable {
-  // @unchecked: stored properties are `let`s or a Mutex; the C pool is thread-safe.
+  // @unchecked: stored properties are `let`s or atomics; the C pool is thread-safe.
   let core: PoolCore
   let bands: [[Lane]]
-  private let lanesRetained: Mutex<Bool>
+  private let lanesRetained = Atomic<Bool>(true)
 
   /// The name given at creation; lane threads are named `<name>-<band>-<i>`.
   public let name: String
@@ -116,7 +116,6 @@ public final class LanePool: @unchecked Sendable {
     }
     self.core = core
     self.bands = bands
-    self.lanesRetained = Mutex(true)
     self.lanesPerBand = perBand
     self.isDefault = isDefault
     self.name = withUnsafeBytes(of: info.name) { b in
@@ -227,15 +226,12 @@ public final class LanePool: @unchecked Sendable {
 
   /// Drops the +1 each C lane holds on its Swift object, once, after the threads exited.
   private func releaseLanes() {
-    lanesRetained.withLock { retained in
-      guard retained else { return }
-      retained = false
-      for lane in bands.joined() {
-        var ud: UnsafeMutableRawPointer?
-        _ = lanepool_lane_userdata(lane.raw, &ud)
-        _ = lanepool_lane_set_userdata(lane.raw, nil)
-        if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
-      }
+    guard lanesRetained.exchange(false, ordering: .acquiringAndReleasing) else { return }
+    for lane in bands.joined() {
+      var ud: UnsafeMutableRawPointer?
+      _ = lanepool_lane_userdata(lane.raw, &ud)
+      _ = lanepool_lane_set_userdata(lane.raw, nil)
+      if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
     }
   }
 }

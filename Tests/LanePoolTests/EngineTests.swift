@@ -172,7 +172,7 @@ struct EngineTests {
   func bandLevelAsync() throws {
     let pool = try LanePool(name: uniqueName("band"), lanesPerBand: 2)
     defer { _ = try? pool.shutdown(discardingQueued: false) }
-    let lanesSeen = Mutex<Set<Int>>([])
+    let lanesSeen = Locked<Set<Int>>([])
     for _ in 0..<2_000 {
       try pool.async(qos: .userInitiated) {
         let lane = Lane.current!

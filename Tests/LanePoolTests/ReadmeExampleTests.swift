@@ -1,14 +1,14 @@
-import Synchronization
+
 import Testing
 
-import LanePool
+@testable import LanePool
 
 /// The README's Swift quick start, kept compiling and running here.
 @Suite("README example")
 struct ReadmeExampleTests {
   @Test("the quick start runs as the README says")
   func quickStart() async throws {
-    let log = Mutex<[String]>([])
+    let log = Locked<[String]>([])
     // --- README begins ---
     try LanePool.queue(for: .userInitiated).async { print("default pool") }  // YYDispatchQueueGetForQOS
     let pool = try LanePool(name: "db", lanesPerBand: 2)                   // 5 bands x 2 lanes

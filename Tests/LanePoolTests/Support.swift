@@ -55,3 +55,17 @@ func currentThreadID() -> Int32 {
   let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? ""
   return Int32(target.split(separator: "/").last ?? "") ?? -1
 }
+
+/// A value behind a pthread mutex (NSLock). Tests use this rather than
+/// Synchronization.Mutex, whose futex-based lock ThreadSanitizer cannot see on Linux
+/// (it reports the protected accesses as races).
+final class Locked<T>: @unchecked Sendable {
+  private let lock = NSLock()
+  private var value: T
+  init(_ value: T) { self.value = value }
+  func withLock<R>(_ body: (inout T) throws -> R) rethrows -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return try body(&value)
+  }
+}
