@@ -7,13 +7,23 @@ let package = Package(
     .library(name: "LanePool", targets: ["LanePool"]),
     .executable(name: "lanepool-bench", targets: ["lanepool-bench"]),
   ],
+  traits: [
+    .trait(
+      name: "NUMA",
+      description: "NUMA placement through libnuma (Debian: libnuma-dev). Off by default so the package builds without it."
+    )
+  ],
   targets: [
     // The C core. Its one public header is the top-level include/lanepool.h, reached
     // through the symlink Sources/CLanePool/include -> ../../include.
     .target(
       name: "CLanePool",
       path: "Sources/CLanePool",
-      linkerSettings: [.linkedLibrary("pthread")]
+      cSettings: [.define("LANEPOOL_HAVE_NUMA", .when(traits: ["NUMA"]))],
+      linkerSettings: [
+        .linkedLibrary("pthread"),
+        .linkedLibrary("numa", .when(traits: ["NUMA"])),
+      ]
     ),
     .target(
       name: "LanePool",
@@ -25,9 +35,11 @@ let package = Package(
       dependencies: ["LanePool", "CLanePool"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    // Raw syscalls the tests use to check LanePool independently of its own code.
+    .target(name: "CTestSupport", path: "Tests/CTestSupport"),
     .testTarget(
       name: "LanePoolTests",
-      dependencies: ["LanePool", "CLanePool"],
+      dependencies: ["LanePool", "CLanePool", "CTestSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
   ]

@@ -61,6 +61,120 @@ typedef void (*lanepool_fn)(void *ctx);
  */
 typedef void (*lanepool_discard_fn)(lanepool_fn fn, void *ctx, void *discard_arg);
 
+/* ---- QoS -> priority table --------------------------------------------------- */
+
+/** GCD's priority classes (dispatch_queue_priority_t values), from the QoS table:
+ *  userInteractive, userInitiated -> HIGH; default -> DEFAULT; utility -> LOW;
+ *  background -> BACKGROUND. */
+typedef enum lanepool_priority_class {
+  LANEPOOL_PRIORITY_HIGH = 2,
+  LANEPOOL_PRIORITY_DEFAULT = 0,
+  LANEPOOL_PRIORITY_LOW = -2,
+  LANEPOOL_PRIORITY_BACKGROUND = -32768,
+} lanepool_priority_class_t;
+
+/** Scheduling policies (Linux's SCHED_* values). FIFO and RR need
+ *  lanepool_config_t.allow_realtime = 1. */
+typedef enum lanepool_sched {
+  LANEPOOL_SCHED_OTHER = 0,
+  LANEPOOL_SCHED_FIFO = 1,
+  LANEPOOL_SCHED_RR = 2,
+  LANEPOOL_SCHED_BATCH = 3,
+  LANEPOOL_SCHED_IDLE = 5,
+} lanepool_sched_t;
+
+/** I/O priority classes (ioprio_set(2)); NONE leaves the thread's I/O priority alone. */
+typedef enum lanepool_ioprio_class {
+  LANEPOOL_IOPRIO_NONE = 0,
+  LANEPOOL_IOPRIO_RT = 1,
+  LANEPOOL_IOPRIO_BE = 2,
+  LANEPOOL_IOPRIO_IDLE = 3,
+} lanepool_ioprio_class_t;
+
+/** What a band's lanes ask the kernel for. Applied by each lane from inside its own
+ *  thread before its first task. See docs/priorities.md. */
+typedef struct lanepool_band_policy {
+  lanepool_sched_t sched;       /* scheduling policy */
+  int rt_priority;              /* 1...99 for FIFO/RR; must be 0 otherwise */
+  int nice;                     /* -20...19 */
+  lanepool_ioprio_class_t ioprio_class;
+  int ioprio_level;             /* 0 (highest)...7 for RT and BE; 0 otherwise */
+  uint64_t timer_slack_ns;      /* 0 leaves the inherited slack */
+} lanepool_band_policy_t;
+
+/** The priority class of a QoS (the seeds' table). 0 or EINVAL. */
+int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out);
+
+/** LanePool's default OS policy for a QoS (docs/priorities.md). 0 or EINVAL. */
+int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out);
+
+/* ---- placement ---------------------------------------------------------------- */
+
+typedef enum lanepool_placement {
+  /** Lanes float over the CPUs the process may use. */
+  LANEPOOL_PLACEMENT_NONE = 0,
+  /** Lane i of every band is pinned to the i-th CPU (mod count) of the creating
+   *  thread's allowed set (sched_getaffinity: taskset and cpusets are honoured). */
+  LANEPOOL_PLACEMENT_CORES = 1,
+  /** Lane i of every band is pinned to cpus[i % cpu_count]; every CPU must be in the
+   *  allowed set. */
+  LANEPOOL_PLACEMENT_CPU_LIST = 2,
+  /** Lanes are spread over NUMA nodes in proportion to each node's allowed CPUs; a
+   *  lane is bound to its node's CPUs and its ring and state live in its node's
+   *  memory. Needs libnuma (build with LANEPOOL_HAVE_NUMA) or an injected topology. */
+  LANEPOOL_PLACEMENT_NUMA = 3,
+} lanepool_placement_t;
+
+/** One NUMA node: its id and CPUs. */
+typedef struct lanepool_topology_node {
+  int node;
+  uint32_t cpu_count;
+  const int *cpus;
+} lanepool_topology_node_t;
+
+/** A machine's NUMA topology, for tests and tools to inject (see topology in
+ *  lanepool_config_t). */
+typedef struct lanepool_topology {
+  uint32_t node_count;
+  const lanepool_topology_node_t *nodes;
+} lanepool_topology_t;
+
+/** Where one lane index goes (the same for every band). */
+typedef struct lanepool_lane_placement {
+  int node; /* NUMA node, or -1 when not placed per node */
+  int cpu;  /* the one CPU it is pinned to, or -1 (floating, or bound to its node) */
+} lanepool_lane_placement_t;
+
+/**
+ * Computes where each lane index goes, without starting anything: the rule that
+ * lanepool_create applies. For NUMA, lanes are apportioned to nodes by the largest
+ * remainder method on the nodes' CPU counts (ties to the lower node), in node order;
+ * `topology` NULL means the machine's, through libnuma (ENOTSUP without it, or when
+ * numa_available() < 0). `allowed` (count CPUs) restricts the CPUs considered; NULL
+ * means the calling thread's sched_getaffinity set.
+ * Returns 0; EINVAL (bad placement, NULL out, count < lanes_per_band, a CPU list
+ * entry outside the allowed set, a topology with no allowed CPU); ENOTSUP.
+ */
+int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_band,
+                            const int *cpus, uint32_t cpu_count,
+                            const lanepool_topology_t *topology, const int *allowed,
+                            uint32_t allowed_count, lanepool_lane_placement_t *out,
+                            uint32_t out_count);
+
+/** 1 if this build has libnuma support and numa_available() says yes, else 0. */
+int lanepool_numa_supported(void);
+
+/* ---- logging ------------------------------------------------------------------ */
+
+typedef enum lanepool_log_level {
+  LANEPOOL_LOG_INFO = 0,
+  LANEPOOL_LOG_WARNING = 1,
+} lanepool_log_level_t;
+
+/** Receives LanePool's rare log lines (never on the hot path): for example the
+ *  priority settings the kernel refused, once per pool. Called on the creating thread. */
+typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);
+
 /** Pool configuration. Always initialise with lanepool_config_init(). */
 typedef struct lanepool_config {
   /** Pool name, used for thread names "<name>-<band>-<i>" (15 bytes, truncated).
@@ -82,6 +196,22 @@ typedef struct lanepool_config {
   /** Spin budget in nanoseconds per band (index: lanepool_band_index()) before an
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
   uint32_t spin_ns[LANEPOOL_BAND_COUNT];
+  /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
+   *  LanePool's default table. */
+  lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT];
+  /** 1 to permit SCHED_FIFO / SCHED_RR in `policy`; 0 (default) makes them EINVAL. */
+  int allow_realtime;
+  /** Where lanes run. LANEPOOL_PLACEMENT_NONE by default. */
+  lanepool_placement_t placement;
+  /** For LANEPOOL_PLACEMENT_CPU_LIST: the CPUs (copied). */
+  const int *cpus;
+  uint32_t cpu_count;
+  /** For LANEPOOL_PLACEMENT_NUMA: a topology to use instead of libnuma's (copied);
+   *  NULL for the machine's. */
+  const lanepool_topology_t *topology;
+  /** Log sink; NULL for none. */
+  lanepool_log_fn log;
+  void *log_arg;
 } lanepool_config_t;
 
 /** Fills `cfg` with defaults. Returns EINVAL if cfg is NULL. */
@@ -90,9 +220,14 @@ int lanepool_config_init(lanepool_config_t *cfg);
 /**
  * Creates a pool and starts its 5 x lanes_per_band lane threads. Returns once every
  * lane is running and parked or ready for tasks.
- * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity),
+ * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity, a
+ * policy out of range, FIFO/RR without allow_realtime, a bad placement or CPU list),
+ * ENOTSUP (NUMA placement without libnuma support and no injected topology),
  * ENOMEM, or the error of pthread_create (EAGAIN when out of threads); on error no
  * thread is left running and *out is unchanged. Blocks while threads start.
+ * Priority settings the kernel refuses do NOT fail creation: each lane falls back
+ * (docs/priorities.md), records the refusal in its info, and the pool logs one
+ * summary line through cfg->log.
  */
 int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
 
@@ -182,6 +317,16 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
 /* ---- Introspection ---------------------------------------------------------- */
 
+/** One OS setting a lane asked for, what it got (read back from the kernel), and the
+ *  errno of a refusal (0 if none). For sched: a lanepool_sched_t; nice: the nice value;
+ *  ioprio: (class << 13) | level, as ioprio_get(2); timer slack: nanoseconds. A
+ *  setting left alone has requested == -1 and error 0. */
+typedef struct lanepool_applied {
+  int64_t requested;
+  int64_t got;
+  int error;
+} lanepool_applied_t;
+
 typedef struct lanepool_lane_info {
   lanepool_qos_t qos;
   uint32_t index;          /* index within its band */
@@ -192,6 +337,13 @@ typedef struct lanepool_lane_info {
   uint64_t overflowed;     /* tasks that went to the overflow list so far */
   uint64_t busy_ns;        /* time spent draining (from first task found to empty) */
   int running;             /* 1 until the lane thread has exited */
+  lanepool_applied_t sched;
+  lanepool_applied_t nice;
+  lanepool_applied_t ioprio;
+  lanepool_applied_t timer_slack;
+  int cpu;                 /* pinned CPU, or -1 */
+  int node;                /* NUMA node, or -1 when unknown */
+  int placement_error;     /* errno of a failed pin/bind (then cpu is -1), or 0 */
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane. 0 or EINVAL. Counters are read without stopping the lane. */

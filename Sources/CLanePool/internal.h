@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #define LANEPOOL__CACHE_LINE 64
+#define LANEPOOL__MAX_NODES 1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 /* Bit 63 of a lane's tail: set once by shutdown; a producer whose CAS sees it
  * refuses the task, so after the bit is set the tail can never move again. */
@@ -36,6 +37,24 @@ typedef struct lanepool__task {
   void *ctx;
 } lanepool__task;
 
+/* What a lane asked the kernel for and got: written by the lane thread before it
+ * signals `started`, read-only after (the creator's acquire of `started` pairs). */
+typedef struct lanepool__applied {
+  lanepool_applied_t sched, nice, ioprio, timer_slack;
+  int placement_error;
+} lanepool__applied;
+
+typedef struct lanepool__topo_node {
+  int node;
+  uint32_t cpu_count;
+  int *cpus;
+} lanepool__topo_node;
+
+typedef struct lanepool__topology {
+  uint32_t node_count;
+  lanepool__topo_node *nodes;
+} lanepool__topology;
+
 struct lanepool_lane {
   /* ---- [once] ---- */
   lanepool_t *pool;
@@ -48,6 +67,13 @@ struct lanepool_lane {
   char name[16];
   pthread_t thread;
   _Atomic(void *) userdata; /* [atomic: release/acquire] for the embedding layer */
+  int cpu;                  /* pinned CPU or -1 */
+  int node;                 /* NUMA node (NUMA placement) or -1 */
+  bool lane_numa_owned;     /* this struct came from numa_alloc_onnode */
+  bool slots_numa_owned;
+  size_t lane_bytes, slots_bytes;
+  lanepool_band_policy_t policy;
+  lanepool__applied applied; /* [cons before `started`, read-only after] */
 
   /* ---- producers ---- */
   /* [atomic: seq_cst CAS by producers; the CAS is what the parking protocol
@@ -96,6 +122,8 @@ struct lanepool {
   uint32_t ring_capacity;
   int hard_capacity;
   int is_default;
+  lanepool_placement_t placement;
+  lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
   /* [atomic: relaxed] read by each lane between tasks; set before CLOSED */
@@ -112,8 +140,9 @@ struct lanepool {
 };
 
 /* lane.c */
-int lanepool__lane_init(lanepool_lane_t *lane, lanepool_t *pool, uint32_t band,
-                        uint32_t index, const lanepool_config_t *cfg);
+lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
+                                    const lanepool_config_t *cfg,
+                                    lanepool_lane_placement_t where, int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
 void *lanepool__lane_main(void *arg);
 void lanepool__lane_close(lanepool_lane_t *lane);
@@ -124,6 +153,28 @@ uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
+
+/* policy.c */
+void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime);
+void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
+int lanepool__get_ioprio(pid_t tid);
+int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
+
+/* placement.c */
+uint32_t lanepool__allowed_cpus(int *out, uint32_t max);
+int lanepool__machine_topology(lanepool__topology *out);
+int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *out);
+void lanepool__topology_free(lanepool__topology *t);
+const lanepool__topo_node *lanepool__topology_node(const lanepool__topology *t, int node);
+int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cpus,
+                   uint32_t cpu_count, lanepool__topology *topo, const int *allowed,
+                   uint32_t allowed_count, lanepool_lane_placement_t *out);
+int lanepool__apply_placement(lanepool_lane_t *lane);
+bool lanepool__numa_node_exists(int node);
+void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned);
+void lanepool__free_on_node(void *p, size_t bytes, bool numa_owned);
+int lanepool__node_of_cpu(int cpu);
 
 extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
 extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];

@@ -56,24 +56,39 @@ void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
   errno = saved;
 }
 
-int lanepool__lane_init(lanepool_lane_t *lane, lanepool_t *pool, uint32_t band,
-                        uint32_t index, const lanepool_config_t *cfg) {
-  memset(lane, 0, sizeof *lane);
+lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
+                                    const lanepool_config_t *cfg,
+                                    lanepool_lane_placement_t where, int *rc) {
+  size_t lane_bytes = (sizeof(lanepool_lane_t) + LANEPOOL__CACHE_LINE - 1) &
+                      ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+  bool lane_numa = false, slots_numa = false;
+  lanepool_lane_t *lane = lanepool__alloc_on_node(lane_bytes, where.node, &lane_numa);
+  if (!lane) {
+    *rc = ENOMEM;
+    return NULL;
+  }
   uint32_t cap = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
   size_t bytes = (size_t)cap * sizeof(lanepool__slot);
   bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
-  lane->slots = aligned_alloc(LANEPOOL__CACHE_LINE, bytes);
-  if (!lane->slots) return ENOMEM;
+  lane->slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
+  if (!lane->slots) {
+    lanepool__free_on_node(lane, lane_bytes, lane_numa);
+    *rc = ENOMEM;
+    return NULL;
+  }
+  lane->lane_bytes = lane_bytes;
+  lane->slots_bytes = bytes;
+  lane->lane_numa_owned = lane_numa;
+  lane->slots_numa_owned = slots_numa;
   for (uint32_t i = 0; i < cap; i++) {
     atomic_init(&lane->slots[i].seq, i);
     lane->slots[i].fn = NULL;
     lane->slots[i].ctx = NULL;
   }
-  int rc = pthread_mutex_init(&lane->spill_lock, NULL);
-  if (rc) {
-    free(lane->slots);
-    lane->slots = NULL;
-    return rc;
+  if ((*rc = pthread_mutex_init(&lane->spill_lock, NULL))) {
+    lanepool__free_on_node(lane->slots, bytes, slots_numa);
+    lanepool__free_on_node(lane, lane_bytes, lane_numa);
+    return NULL;
   }
   lane->pool = pool;
   lane->mask = cap - 1;
@@ -81,6 +96,9 @@ int lanepool__lane_init(lanepool_lane_t *lane, lanepool_t *pool, uint32_t band,
   lane->index = index;
   lane->spin_ns = cfg->spin_ns[band];
   lane->hard_capacity = cfg->hard_capacity;
+  lane->cpu = where.cpu;
+  lane->node = where.node;
+  lane->policy = cfg->policy[band];
   atomic_init(&lane->tail, 0);
   atomic_init(&lane->head_pub, 0);
   atomic_init(&lane->executed, 0);
@@ -98,15 +116,16 @@ int lanepool__lane_init(lanepool_lane_t *lane, lanepool_t *pool, uint32_t band,
   size_t keep = strnlen(pool->name, (size_t)(15 - slen));
   memcpy(lane->name, pool->name, keep);
   memcpy(lane->name + keep, suffix, (size_t)slen + 1);
-  return 0;
+  *rc = 0;
+  return lane;
 }
 
 void lanepool__lane_free(lanepool_lane_t *lane) {
   if (!lane) return;
   pthread_mutex_destroy(&lane->spill_lock);
-  free(lane->slots);
   free(lane->spill);
-  free(lane);
+  lanepool__free_on_node(lane->slots, lane->slots_bytes, lane->slots_numa_owned);
+  lanepool__free_on_node(lane, lane->lane_bytes, lane->lane_numa_owned);
 }
 
 /* ---- the ring --------------------------------------------------------------- */
@@ -286,8 +305,14 @@ void *lanepool__lane_main(void *arg) {
   lanepool_t *pool = lane->pool;
   lanepool__current = lane;
   pthread_setname_np(pthread_self(), lane->name);
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  /* Placement and OS policy are applied here, by the lane itself, before it runs any
+   * task: nice, I/O priority and timer slack are per thread and only some of them can
+   * be set from outside. */
+  lane->applied.placement_error = lanepool__apply_placement(lane);
+  lanepool__apply_policy(&lane->applied, tid, &lane->policy);
   atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
-  atomic_store_explicit(&lane->tid, (int)syscall(SYS_gettid), memory_order_release);
+  atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
   atomic_fetch_add_explicit(&pool->started, 1, memory_order_release);
   lanepool__futex_wake((_Atomic uint32_t *)&pool->started, 1);
 
@@ -420,6 +445,13 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   out->overflowed = atomic_load_explicit(&l->overflowed, memory_order_relaxed);
   out->busy_ns = atomic_load_explicit(&l->busy_ns, memory_order_relaxed);
   out->running = atomic_load_explicit(&l->running, memory_order_relaxed);
+  out->sched = l->applied.sched;
+  out->nice = l->applied.nice;
+  out->ioprio = l->applied.ioprio;
+  out->timer_slack = l->applied.timer_slack;
+  out->cpu = l->applied.placement_error ? -1 : l->cpu;
+  out->node = l->node >= 0 ? l->node : lanepool__node_of_cpu(out->cpu);
+  out->placement_error = l->applied.placement_error;
   return 0;
 }
 

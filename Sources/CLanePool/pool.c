@@ -69,6 +69,8 @@ int lanepool_config_init(lanepool_config_t *cfg) {
    * (it must not steal a core from anyone). Tuned by lanepool-bench. */
   static const uint32_t spin[LANEPOOL_BAND_COUNT] = {50000, 30000, 20000, 5000, 0};
   memcpy(cfg->spin_ns, spin, sizeof spin);
+  lanepool__default_policies(cfg->policy);
+  cfg->placement = LANEPOOL_PLACEMENT_NONE;
   return 0;
 }
 
@@ -101,6 +103,23 @@ static int validate(const lanepool_config_t *cfg) {
                    (cap & (cap - 1)) != 0))
     return EINVAL;
   if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) return EINVAL;
+  if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) return EINVAL;
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
+    int rc = lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime);
+    if (rc) return rc;
+  }
+  switch (cfg->placement) {
+  case LANEPOOL_PLACEMENT_NONE:
+  case LANEPOOL_PLACEMENT_CORES: break;
+  case LANEPOOL_PLACEMENT_CPU_LIST:
+    if (!cfg->cpus || cfg->cpu_count == 0) return EINVAL;
+    break;
+  case LANEPOOL_PLACEMENT_NUMA:
+    /* Node-local memory and node binding need libnuma in the build. */
+    if (!lanepool_numa_supported()) return ENOTSUP;
+    break;
+  default: return EINVAL;
+  }
   return 0;
 }
 
@@ -111,6 +130,7 @@ static void free_pool(lanepool_t *pool) {
   if (pool->lanes)
     for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
   free(pool->lanes);
+  lanepool__topology_free(&pool->topology);
   pthread_mutex_destroy(&pool->lifecycle);
   free(pool);
 }
@@ -150,28 +170,42 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     free(pool);
     return rc;
   }
+  pool->placement = cfg->placement;
   pool->lanes = calloc(total, sizeof *pool->lanes);
-  if (!pool->lanes) {
+  lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
+  int *allowed = calloc(CPU_SETSIZE, sizeof *allowed);
+  if (!pool->lanes || !plan || !allowed) {
+    free(plan);
+    free(allowed);
     free_pool(pool);
     return ENOMEM;
   }
-  size_t lane_bytes = (sizeof(lanepool_lane_t) + LANEPOOL__CACHE_LINE - 1) &
-                      ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+  /* Where each lane index goes; the same plan for every band. */
+  uint32_t allowed_count = lanepool__allowed_cpus(allowed, CPU_SETSIZE);
+  if (cfg->placement == LANEPOOL_PLACEMENT_NUMA)
+    rc = cfg->topology ? lanepool__topology_copy(cfg->topology, &pool->topology)
+                       : lanepool__machine_topology(&pool->topology);
+  if (!rc)
+    rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, &pool->topology,
+                        allowed, allowed_count, plan);
+  free(allowed);
+  if (rc) {
+    free(plan);
+    free_pool(pool);
+    return rc;
+  }
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     for (uint32_t i = 0; i < per_band; i++) {
-      lanepool_lane_t *lane = aligned_alloc(LANEPOOL__CACHE_LINE, lane_bytes);
+      lanepool_lane_t *lane = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);
       if (!lane) {
-        free_pool(pool);
-        return ENOMEM;
-      }
-      if ((rc = lanepool__lane_init(lane, pool, b, i, cfg))) {
-        free(lane);
+        free(plan);
         free_pool(pool);
         return rc;
       }
       pool->lanes[b * per_band + i] = lane;
     }
   }
+  free(plan);
 
   pthread_attr_t attr;
   if ((rc = pthread_attr_init(&attr))) {
@@ -214,6 +248,20 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     close_and_join(pool, total);
     free_pool(pool);
     return rc;
+  }
+  if (cfg->log) {
+    char msg[2048];
+    if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
+      cfg->log(LANEPOOL_LOG_WARNING, msg, cfg->log_arg);
+    for (uint32_t i = 0; i < total; i++) {
+      if (pool->lanes[i]->applied.placement_error) {
+        snprintf(msg, sizeof msg, "lanepool '%s': lane %s could not be pinned/bound (%s); it floats",
+                 pool->name, pool->lanes[i]->name,
+                 strerror(pool->lanes[i]->applied.placement_error));
+        cfg->log(LANEPOOL_LOG_WARNING, msg, cfg->log_arg);
+        break;
+      }
+    }
   }
   *out = pool;
   return 0;

@@ -90,7 +90,12 @@ public final class Lane: @unchecked Sendable {
     return LaneInfo(
       qos: qos, index: index, threadID: c.tid, threadName: name,
       tasksExecuted: c.tasks_executed, depth: c.depth, overflowed: c.overflowed,
-      busyTime: .nanoseconds(Int64(clamping: c.busy_ns)), isRunning: c.running != 0)
+      busyTime: .nanoseconds(Int64(clamping: c.busy_ns)), isRunning: c.running != 0,
+      policy: AppliedPolicy(
+        scheduler: AppliedSetting(c.sched), nice: AppliedSetting(c.nice),
+        ioPriority: AppliedSetting(c.ioprio), timerSlack: AppliedSetting(c.timer_slack)),
+      cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
+      placementError: c.placement_error == 0 ? nil : c.placement_error)
   }
 }
 
@@ -117,6 +122,14 @@ public struct LaneInfo: Sendable, Hashable {
   public var busyTime: Duration
   /// False once the lane thread has exited (after shutdown).
   public var isRunning: Bool
+  /// The OS policy the lane asked for and what it got.
+  public var policy: AppliedPolicy
+  /// The CPU the lane is pinned to; nil when it floats or is bound to a whole node.
+  public var cpu: Int?
+  /// The lane's NUMA node; nil when unknown (no libnuma, or not pinned).
+  public var numaNode: Int?
+  /// The errno of a failed pin/bind (the lane then floats); nil if none.
+  public var placementError: Int32?
 }
 
 // MARK: - Carrying closures through C

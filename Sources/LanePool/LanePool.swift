@@ -44,6 +44,15 @@ public final class LanePool: @unchecked Sendable {
     public var hardCapacity: Bool = false
     /// Stack size of lane threads in bytes; nil for the system default.
     public var stackSize: Int? = nil
+    /// Per-band OS policy overrides; bands not listed use ``BandPolicy/default(for:)``.
+    public var policies: [QoS: BandPolicy] = [:]
+    /// Permits `.fifo` / `.roundRobin` schedulers in `policies`; off by default.
+    public var allowRealtime: Bool = false
+    /// Where lanes run.
+    public var placement: Placement = .none
+    /// Receives the pool's rare log lines (priority refusals, once per pool; failed
+    /// pinning), on the creating thread, during init. Never on the hot path.
+    public var logHandler: (@Sendable (LogLevel, String) -> Void)? = nil
 
     public init() {}
   }
@@ -53,7 +62,8 @@ public final class LanePool: @unchecked Sendable {
   ///   ``LanePoolError/system(errno:)`` when threads or memory cannot be had.
   public convenience init(
     name: String = "lanepool", lanesPerBand: Int? = nil, ringCapacity: Int? = nil,
-    hardCapacity: Bool = false, stackSize: Int? = nil
+    hardCapacity: Bool = false, stackSize: Int? = nil, placement: Placement = .none,
+    policies: [QoS: BandPolicy] = [:], logHandler: (@Sendable (LogLevel, String) -> Void)? = nil
   ) throws(LanePoolError) {
     var c = Configuration()
     c.name = name
@@ -61,6 +71,9 @@ public final class LanePool: @unchecked Sendable {
     c.ringCapacity = ringCapacity
     c.hardCapacity = hardCapacity
     c.stackSize = stackSize
+    c.placement = placement
+    c.policies = policies
+    c.logHandler = logHandler
     try self.init(configuration: c)
   }
 
@@ -80,16 +93,74 @@ public final class LanePool: @unchecked Sendable {
     if let s = c.stackSize, s < 16384 {
       throw .invalidArgument("stackSize must be at least 16384 bytes, got \(s)")
     }
+    for (qos, p) in c.policies {
+      if !(-20...19).contains(p.nice) { throw .invalidArgument("policies[.\(qos)].nice must be -20...19, got \(p.nice)") }
+      switch p.scheduler {
+      case .fifo(let prio), .roundRobin(let prio):
+        if !c.allowRealtime {
+          throw .invalidArgument("policies[.\(qos)]: real-time schedulers need allowRealtime = true")
+        }
+        if !(1...99).contains(prio) { throw .invalidArgument("policies[.\(qos)]: real-time priority must be 1...99, got \(prio)") }
+      default: break
+      }
+      switch p.ioPriority {
+      case .realtime(let l), .bestEffort(let l):
+        if !(0...7).contains(l) { throw .invalidArgument("policies[.\(qos)]: I/O priority level must be 0...7, got \(l)") }
+      default: break
+      }
+    }
     var cfg = lanepool_config_t()
     lanepool_config_init(&cfg)
     cfg.lanes_per_band = c.lanesPerBand.map { UInt32($0) } ?? LANEPOOL_LANES_PER_CPU
     cfg.ring_capacity = UInt32(c.ringCapacity ?? 0)
     cfg.hard_capacity = c.hardCapacity ? 1 : 0
     cfg.stack_size = c.stackSize ?? 0
+    cfg.allow_realtime = c.allowRealtime ? 1 : 0
+    withUnsafeMutableBytes(of: &cfg.policy) { raw in
+      let table = raw.bindMemory(to: lanepool_band_policy_t.self)
+      for (qos, p) in c.policies { table[qos.bandIndex] = p.c }
+    }
+    // Flattened inputs the C config points into while lanepool_create runs.
+    var cpuList: [Int32] = []
+    var topoCPUs: [[Int32]] = []
+    var topoNodes: [Int32] = []
+    switch c.placement {
+    case .none: cfg.placement = LANEPOOL_PLACEMENT_NONE
+    case .cores: cfg.placement = LANEPOOL_PLACEMENT_CORES
+    case .cpus(let list):
+      if list.isEmpty { throw .invalidArgument("placement .cpus needs at least one CPU") }
+      cfg.placement = LANEPOOL_PLACEMENT_CPU_LIST
+      cpuList = list.map { Int32(clamping: $0) }
+    case .numa: cfg.placement = LANEPOOL_PLACEMENT_NUMA
+    case .numaTopology(let topo):
+      cfg.placement = LANEPOOL_PLACEMENT_NUMA
+      for (node, cpus) in topo.sorted(by: { $0.key < $1.key }) {
+        topoNodes.append(Int32(clamping: node))
+        topoCPUs.append(cpus.map { Int32(clamping: $0) })
+      }
+    }
+    let logBox = c.logHandler.map(LogBox.init)
     var raw: OpaquePointer?
-    let rc = c.name.withCString { name in
-      cfg.name = name
-      return lanepool_create(&cfg, &raw)
+    let rc: Int32 = withExtendedLifetime(logBox) {
+      if let logBox {
+        cfg.log = logTrampoline
+        cfg.log_arg = Unmanaged.passUnretained(logBox).toOpaque()
+      }
+      return cpuList.withUnsafeBufferPointer { cpus in
+        cfg.cpus = cpus.baseAddress
+        cfg.cpu_count = UInt32(cpus.count)
+        return withTopology(nodes: topoNodes, cpus: topoCPUs) { topology in
+          cfg.topology = topology
+          return c.name.withCString { name in
+            cfg.name = name
+            return lanepool_create(&cfg, &raw)
+          }
+        }
+      }
+    }
+    if rc == Errno.ENOTSUP {
+      throw .unsupported(
+        "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works")
     }
     guard rc == 0, let raw else { throw LanePoolError(code: rc, what: "pool configuration") }
     self.init(raw: raw, isDefault: false)
@@ -232,6 +303,44 @@ public final class LanePool: @unchecked Sendable {
       _ = lanepool_lane_userdata(lane.raw, &ud)
       _ = lanepool_lane_set_userdata(lane.raw, nil)
       if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
+    }
+  }
+}
+
+/// Carries the log handler through C during lanepool_create.
+final class LogBox {
+  let handler: @Sendable (LogLevel, String) -> Void
+  init(_ handler: @escaping @Sendable (LogLevel, String) -> Void) { self.handler = handler }
+}
+
+private let logTrampoline:
+  @convention(c) (lanepool_log_level_t, UnsafePointer<CChar>?, UnsafeMutableRawPointer?) -> Void = {
+    level, message, arg in
+    guard let arg, let message else { return }
+    Unmanaged<LogBox>.fromOpaque(arg).takeUnretainedValue().handler(
+      level == LANEPOOL_LOG_WARNING ? .warning : .info, String(cString: message))
+  }
+
+/// Calls `body` with a C topology built from parallel arrays (nil when there are no nodes).
+private func withTopology<R>(
+  nodes: [Int32], cpus: [[Int32]], _ body: (UnsafePointer<lanepool_topology_t>?) -> R
+) -> R {
+  if nodes.isEmpty { return body(nil) }
+  // Keep every CPU array alive in one flat buffer while body runs.
+  let flat = cpus.flatMap { $0 }
+  return flat.withUnsafeBufferPointer { flatBuf in
+    var offset = 0
+    var cNodes: [lanepool_topology_node_t] = []
+    for (i, node) in nodes.enumerated() {
+      cNodes.append(
+        lanepool_topology_node_t(
+          node: node, cpu_count: UInt32(cpus[i].count),
+          cpus: cpus[i].isEmpty ? nil : flatBuf.baseAddress! + offset))
+      offset += cpus[i].count
+    }
+    return cNodes.withUnsafeBufferPointer { nodeBuf in
+      var topo = lanepool_topology_t(node_count: UInt32(nodeBuf.count), nodes: nodeBuf.baseAddress)
+      return withUnsafePointer(to: &topo) { body($0) }
     }
   }
 }

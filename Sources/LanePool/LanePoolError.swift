@@ -12,6 +12,9 @@ public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
   case notPermitted
   /// A cancelling shutdown removed the task before it ran. `ECANCELED`.
   case cancelled
+  /// The feature is not in this build or on this machine (NUMA placement without
+  /// libnuma); the message says what. `ENOTSUP`.
+  case unsupported(String)
   /// Any other errno from the system (for example `ENOMEM`, or `EAGAIN` from thread creation).
   case system(errno: Int32)
 
@@ -23,6 +26,7 @@ public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
     case .wouldDeadlock: "LanePool: the call would wait for the lane it runs on"
     case .notPermitted: "LanePool: the default pool cannot be shut down"
     case .cancelled: "LanePool: the task was cancelled by a shutdown before it ran"
+    case .unsupported(let what): "LanePool: not supported: \(what)"
     case .system(let e): "LanePool: system error \(e)"
     }
   }
@@ -39,6 +43,7 @@ enum Errno {
   static let EALREADY: Int32 = 114
   static let ESHUTDOWN: Int32 = 108
   static let ECANCELED: Int32 = 125
+  static let ENOTSUP: Int32 = 95
 }
 
 extension LanePoolError {
@@ -51,6 +56,7 @@ extension LanePoolError {
     case Errno.EDEADLK: self = .wouldDeadlock
     case Errno.EPERM: self = .notPermitted
     case Errno.ECANCELED: self = .cancelled
+    case Errno.ENOTSUP: self = .unsupported(what())
     default: self = .system(errno: code)
     }
   }

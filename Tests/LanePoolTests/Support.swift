@@ -69,3 +69,11 @@ final class Locked<T>: @unchecked Sendable {
     return try body(&value)
   }
 }
+
+/// Records the child's stderr when an exit test did not succeed.
+func recordChildFailure(_ result: ExitTest.Result?, sourceLocation: SourceLocation = #_sourceLocation) {
+  guard let result, result.exitStatus != .exitCode(0) else { return }
+  Issue.record(
+    "child said: \(String(decoding: result.standardErrorContent, as: UTF8.self))",
+    sourceLocation: sourceLocation)
+}

@@ -1,0 +1,289 @@
+/*
+ * placement.c - where lanes run: floating, pinned per core, pinned from a CPU list, or
+ * spread over NUMA nodes. Planning is a pure function of (placement, lane count, CPU
+ * list, topology, allowed CPUs) so tests can check it against any topology; applying
+ * happens inside each lane thread. libnuma is used only when built with
+ * LANEPOOL_HAVE_NUMA.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef LANEPOOL_HAVE_NUMA
+#include <numa.h>
+#endif
+
+int lanepool_numa_supported(void) {
+#ifdef LANEPOOL_HAVE_NUMA
+  return numa_available() >= 0;
+#else
+  return 0;
+#endif
+}
+
+/* The calling thread's allowed CPUs, ascending. Returns the count (0 on failure). */
+uint32_t lanepool__allowed_cpus(int *out, uint32_t max) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  uint32_t n = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
+    if (CPU_ISSET(cpu, &set)) out[n++] = cpu;
+  return n;
+}
+
+static bool contains(const int *xs, uint32_t n, int x) {
+  for (uint32_t i = 0; i < n; i++)
+    if (xs[i] == x) return true;
+  return false;
+}
+
+/* The machine's topology from libnuma, restricted to nothing: nodes with their CPUs.
+ * Caller frees with lanepool__topology_free. ENOTSUP without libnuma. */
+int lanepool__machine_topology(lanepool__topology *out) {
+#ifdef LANEPOOL_HAVE_NUMA
+  if (numa_available() < 0) return ENOTSUP;
+  int max_node = numa_max_node();
+  int ncpus = numa_num_configured_cpus();
+  if (max_node < 0 || ncpus <= 0) return ENOTSUP;
+  out->node_count = 0;
+  out->nodes = calloc((size_t)max_node + 1, sizeof *out->nodes);
+  if (!out->nodes) return ENOMEM;
+  for (int node = 0; node <= max_node; node++) {
+    if (!numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node)) continue;
+    lanepool__topo_node *tn = &out->nodes[out->node_count];
+    tn->node = node;
+    tn->cpus = calloc((size_t)ncpus, sizeof(int));
+    if (!tn->cpus) {
+      lanepool__topology_free(out);
+      return ENOMEM;
+    }
+    for (int cpu = 0; cpu < ncpus; cpu++)
+      if (numa_node_of_cpu(cpu) == node) tn->cpus[tn->cpu_count++] = cpu;
+    out->node_count++;
+  }
+  return 0;
+#else
+  (void)out;
+  return ENOTSUP;
+#endif
+}
+
+int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *out) {
+  out->node_count = 0;
+  out->nodes = NULL;
+  if (in->node_count > LANEPOOL__MAX_NODES || (in->node_count && !in->nodes)) return EINVAL;
+  out->nodes = calloc(in->node_count ? in->node_count : 1, sizeof *out->nodes);
+  if (!out->nodes) return ENOMEM;
+  for (uint32_t i = 0; i < in->node_count; i++) {
+    const lanepool_topology_node_t *src = &in->nodes[i];
+    if (src->node < 0 || (src->cpu_count && !src->cpus)) {
+      lanepool__topology_free(out);
+      return EINVAL;
+    }
+    lanepool__topo_node *tn = &out->nodes[out->node_count++];
+    tn->node = src->node;
+    tn->cpus = calloc(src->cpu_count ? src->cpu_count : 1, sizeof(int));
+    if (!tn->cpus) {
+      lanepool__topology_free(out);
+      return ENOMEM;
+    }
+    memcpy(tn->cpus, src->cpus, src->cpu_count * sizeof(int));
+    tn->cpu_count = src->cpu_count;
+  }
+  return 0;
+}
+
+void lanepool__topology_free(lanepool__topology *t) {
+  if (!t->nodes) return;
+  for (uint32_t i = 0; i < t->node_count; i++) free(t->nodes[i].cpus);
+  free(t->nodes);
+  t->nodes = NULL;
+  t->node_count = 0;
+}
+
+/* Keeps only allowed CPUs in every node; drops nodes left empty. */
+static void restrict_topology(lanepool__topology *t, const int *allowed, uint32_t n) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < t->node_count; i++) {
+    lanepool__topo_node node = t->nodes[i];
+    uint32_t c = 0;
+    for (uint32_t j = 0; j < node.cpu_count; j++)
+      if (contains(allowed, n, node.cpus[j])) node.cpus[c++] = node.cpus[j];
+    node.cpu_count = c;
+    if (c == 0) {
+      free(node.cpus);
+      continue;
+    }
+    t->nodes[kept++] = node;
+  }
+  t->node_count = kept;
+}
+
+/* Largest-remainder apportionment of `lanes` over the nodes by CPU count: each node
+ * gets floor(lanes * cpus / total), then the lanes left over go one each to the nodes
+ * with the largest remainders (ties to the lower node). */
+static void apportion(const lanepool__topology *t, uint32_t lanes, uint32_t *share) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < t->node_count; i++) total += t->nodes[i].cpu_count;
+  uint32_t given = 0;
+  for (uint32_t i = 0; i < t->node_count; i++) {
+    share[i] = (uint32_t)((uint64_t)lanes * t->nodes[i].cpu_count / total);
+    given += share[i];
+  }
+  /* Fewer than node_count lanes are left over, so no node needs two extras. */
+  bool extra[LANEPOOL__MAX_NODES] = {false};
+  while (given < lanes) {
+    uint32_t best = UINT32_MAX;
+    uint64_t best_rem = 0;
+    for (uint32_t i = 0; i < t->node_count && i < LANEPOOL__MAX_NODES; i++) {
+      if (extra[i]) continue;
+      uint64_t rem = (uint64_t)lanes * t->nodes[i].cpu_count % total;
+      if (best == UINT32_MAX || rem > best_rem) {
+        best = i;
+        best_rem = rem;
+      }
+    }
+    if (best == UINT32_MAX) best = 0; /* unreachable: leftovers < node count */
+    extra[best] = true;
+    share[best]++;
+    given++;
+  }
+}
+
+int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cpus,
+                   uint32_t cpu_count, lanepool__topology *topo, const int *allowed,
+                   uint32_t allowed_count, lanepool_lane_placement_t *out) {
+  for (uint32_t i = 0; i < lanes; i++) out[i] = (lanepool_lane_placement_t){-1, -1};
+  switch (placement) {
+  case LANEPOOL_PLACEMENT_NONE: return 0;
+  case LANEPOOL_PLACEMENT_CORES:
+    if (allowed_count == 0) return EINVAL;
+    for (uint32_t i = 0; i < lanes; i++) out[i].cpu = allowed[i % allowed_count];
+    return 0;
+  case LANEPOOL_PLACEMENT_CPU_LIST:
+    if (!cpus || cpu_count == 0) return EINVAL;
+    for (uint32_t j = 0; j < cpu_count; j++)
+      if (!contains(allowed, allowed_count, cpus[j])) return EINVAL;
+    for (uint32_t i = 0; i < lanes; i++) out[i].cpu = cpus[i % cpu_count];
+    return 0;
+  case LANEPOOL_PLACEMENT_NUMA: {
+    restrict_topology(topo, allowed, allowed_count);
+    if (topo->node_count == 0) return EINVAL;
+    uint32_t *share = calloc(topo->node_count, sizeof *share);
+    if (!share) return ENOMEM;
+    apportion(topo, lanes, share);
+    uint32_t lane = 0;
+    for (uint32_t n = 0; n < topo->node_count; n++)
+      for (uint32_t k = 0; k < share[n]; k++) out[lane++].node = topo->nodes[n].node;
+    free(share);
+    return 0;
+  }
+  }
+  return EINVAL;
+}
+
+int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_band,
+                            const int *cpus, uint32_t cpu_count,
+                            const lanepool_topology_t *topology, const int *allowed,
+                            uint32_t allowed_count, lanepool_lane_placement_t *out,
+                            uint32_t out_count) {
+  if (!out || lanes_per_band == 0 || out_count < lanes_per_band) return EINVAL;
+  if (allowed && allowed_count == 0) return EINVAL;
+  int own[CPU_SETSIZE];
+  if (!allowed) {
+    allowed_count = lanepool__allowed_cpus(own, CPU_SETSIZE);
+    allowed = own;
+  }
+  lanepool__topology topo = {0, NULL};
+  if (placement == LANEPOOL_PLACEMENT_NUMA) {
+    int rc = topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
+    if (rc) return rc;
+  }
+  int rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed,
+                          allowed_count, out);
+  lanepool__topology_free(&topo);
+  return rc;
+}
+
+/* In the lane thread: pins to one CPU, or binds to the node's CPUs. 0 or errno. */
+int lanepool__apply_placement(lanepool_lane_t *lane) {
+  if (lane->cpu < 0 && lane->node < 0) return 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (lane->cpu >= 0) {
+    CPU_SET(lane->cpu, &set);
+  } else {
+    const lanepool__topo_node *n = lanepool__topology_node(&lane->pool->topology, lane->node);
+    if (!n) return EINVAL;
+    for (uint32_t i = 0; i < n->cpu_count; i++) CPU_SET(n->cpus[i], &set);
+  }
+  int rc = sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+#ifdef LANEPOOL_HAVE_NUMA
+  if (lane->node >= 0 && lanepool__numa_node_exists(lane->node)) numa_set_preferred(lane->node);
+#endif
+  return rc;
+}
+
+const lanepool__topo_node *lanepool__topology_node(const lanepool__topology *t, int node) {
+  for (uint32_t i = 0; i < t->node_count; i++)
+    if (t->nodes[i].node == node) return &t->nodes[i];
+  return NULL;
+}
+
+bool lanepool__numa_node_exists(int node) {
+#ifdef LANEPOOL_HAVE_NUMA
+  return numa_available() >= 0 && node >= 0 && node <= numa_max_node() &&
+         numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node);
+#else
+  (void)node;
+  return false;
+#endif
+}
+
+/* Memory for a lane's state and ring: on its node when it is a real node. */
+void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned) {
+  *numa_owned = false;
+#ifdef LANEPOOL_HAVE_NUMA
+  if (node >= 0 && lanepool__numa_node_exists(node)) {
+    void *p = numa_alloc_onnode(bytes, node); /* page aligned, zeroed */
+    if (p) {
+      *numa_owned = true;
+      return p;
+    }
+  }
+#else
+  (void)node;
+#endif
+  void *p = aligned_alloc(LANEPOOL__CACHE_LINE, bytes);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+void lanepool__free_on_node(void *p, size_t bytes, bool numa_owned) {
+  if (!p) return;
+#ifdef LANEPOOL_HAVE_NUMA
+  if (numa_owned) {
+    numa_free(p, bytes);
+    return;
+  }
+#else
+  (void)bytes;
+  (void)numa_owned;
+#endif
+  free(p);
+}
+
+/* The node a CPU belongs to, for lane info; -1 when unknown. */
+int lanepool__node_of_cpu(int cpu) {
+#ifdef LANEPOOL_HAVE_NUMA
+  if (cpu >= 0 && numa_available() >= 0) return numa_node_of_cpu(cpu);
+#else
+  (void)cpu;
+#endif
+  return -1;
+}

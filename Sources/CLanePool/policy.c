@@ -1,0 +1,237 @@
+/*
+ * policy.c - the QoS -> priority table, and applying a band's OS policy from inside a
+ * lane thread: scheduling policy, nice, I/O priority, timer slack. Every setting is
+ * read back from the kernel after it is applied, and a refusal is recorded, never
+ * fatal. The fallback rules are in docs/priorities.md.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define IOPRIO_WHO_PROCESS 1
+#define IOPRIO_CLASS_SHIFT 13
+#define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
+
+/* The table, in band order. Priority classes are the seeds'; policies are LanePool's
+ * (docs/priorities.md explains each column). */
+static const lanepool_priority_class_t class_of_band[LANEPOOL_BAND_COUNT] = {
+    LANEPOOL_PRIORITY_HIGH, LANEPOOL_PRIORITY_HIGH, LANEPOOL_PRIORITY_DEFAULT,
+    LANEPOOL_PRIORITY_LOW, LANEPOOL_PRIORITY_BACKGROUND};
+
+static const lanepool_band_policy_t default_policy[LANEPOOL_BAND_COUNT] = {
+    /* sched, rt, nice, ioprio class, level, timer slack */
+    {LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0},
+    {LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0},
+    {LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0},
+    {LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000},
+    {LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000},
+};
+
+int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out) {
+  int b = lanepool_band_index(qos);
+  if (b < 0 || !out) return EINVAL;
+  *out = class_of_band[b];
+  return 0;
+}
+
+int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out) {
+  int b = lanepool_band_index(qos);
+  if (b < 0 || !out) return EINVAL;
+  *out = default_policy[b];
+  return 0;
+}
+
+void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]) {
+  memcpy(out, default_policy, sizeof default_policy);
+}
+
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime) {
+  switch (p->sched) {
+  case LANEPOOL_SCHED_OTHER:
+  case LANEPOOL_SCHED_BATCH:
+  case LANEPOOL_SCHED_IDLE:
+    if (p->rt_priority != 0) return EINVAL;
+    break;
+  case LANEPOOL_SCHED_FIFO:
+  case LANEPOOL_SCHED_RR:
+    if (!allow_realtime) return EINVAL;
+    if (p->rt_priority < 1 || p->rt_priority > 99) return EINVAL;
+    break;
+  default: return EINVAL;
+  }
+  if (p->nice < -20 || p->nice > 19) return EINVAL;
+  switch (p->ioprio_class) {
+  case LANEPOOL_IOPRIO_NONE:
+  case LANEPOOL_IOPRIO_RT:
+  case LANEPOOL_IOPRIO_BE:
+  case LANEPOOL_IOPRIO_IDLE: break;
+  default: return EINVAL;
+  }
+  if (p->ioprio_level < 0 || p->ioprio_level > 7) return EINVAL;
+  return 0;
+}
+
+static int set_sched(pid_t tid, lanepool_sched_t policy, int rt_priority) {
+  struct sched_param sp = {.sched_priority = rt_priority};
+  return sched_setscheduler(tid, (int)policy, &sp) == 0 ? 0 : errno;
+}
+
+static int set_nice(pid_t tid, int nice) {
+  return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
+}
+
+static int get_nice(pid_t tid) {
+  errno = 0;
+  return getpriority(PRIO_PROCESS, (id_t)tid);
+}
+
+static int set_ioprio(pid_t tid, int value) {
+  return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
+}
+
+int lanepool__get_ioprio(pid_t tid) {
+  return (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, tid);
+}
+
+/* The lowest nice this thread may set without privilege: RLIMIT_NICE's ceiling
+ * (20 - rlim_cur) if it is below the current nice, else the current nice. */
+static int lowest_permitted_nice(int current) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 0) {
+    long floor = 20 - (long)rl.rlim_cur;
+    if (floor < current) return (int)floor;
+  }
+  return current;
+}
+
+void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p) {
+  int saved = errno;
+
+  /* 1. Scheduling policy. Fallbacks: a refused real-time policy becomes SCHED_OTHER;
+   *    a refused SCHED_IDLE becomes SCHED_BATCH (both keep the band's direction). */
+  a->sched.requested = p->sched;
+  a->sched.error = set_sched(tid, p->sched, p->rt_priority);
+  if (a->sched.error) {
+    if (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR)
+      (void)set_sched(tid, LANEPOOL_SCHED_OTHER, 0);
+    else if (p->sched == LANEPOOL_SCHED_IDLE)
+      (void)set_sched(tid, LANEPOOL_SCHED_BATCH, 0);
+  }
+  a->sched.got = sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK;
+
+  /* 2. Nice. Raising nice is always allowed; lowering it needs CAP_SYS_NICE or
+   *    RLIMIT_NICE. When refused, go as low as permitted, never below the request:
+   *    the bands keep their order (bands clamped together tie). */
+  int start = get_nice(tid);
+  a->nice.requested = p->nice;
+  a->nice.error = set_nice(tid, p->nice);
+  if (a->nice.error && p->nice < start) {
+    int floor = lowest_permitted_nice(start);
+    int target = p->nice > floor ? p->nice : floor;
+    if (target < start) (void)set_nice(tid, target);
+  }
+  a->nice.got = get_nice(tid);
+
+  /* 3. I/O priority. A refused RT class becomes best-effort at the same level; a
+   *    refused IDLE class becomes best-effort 7. */
+  if (p->ioprio_class == LANEPOOL_IOPRIO_NONE) {
+    a->ioprio.requested = -1;
+    a->ioprio.error = 0;
+  } else {
+    int value = IOPRIO_VALUE((int)p->ioprio_class,
+                             p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level);
+    a->ioprio.requested = value;
+    a->ioprio.error = set_ioprio(tid, value);
+    if (a->ioprio.error) {
+      if (p->ioprio_class == LANEPOOL_IOPRIO_RT)
+        (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+      else if (p->ioprio_class == LANEPOOL_IOPRIO_IDLE)
+        (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, 7));
+    }
+  }
+  a->ioprio.got = lanepool__get_ioprio(tid);
+
+  /* 4. Timer slack (this thread only; prctl acts on the caller). */
+  if (p->timer_slack_ns == 0) {
+    a->timer_slack.requested = -1;
+    a->timer_slack.error = 0;
+  } else {
+    a->timer_slack.requested = (int64_t)p->timer_slack_ns;
+    a->timer_slack.error =
+        prctl(PR_SET_TIMERSLACK, (unsigned long)p->timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
+  }
+  a->timer_slack.got = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+
+  errno = saved;
+}
+
+static const char *sched_name(int64_t s) {
+  switch (s) {
+  case LANEPOOL_SCHED_OTHER: return "SCHED_OTHER";
+  case LANEPOOL_SCHED_FIFO: return "SCHED_FIFO";
+  case LANEPOOL_SCHED_RR: return "SCHED_RR";
+  case LANEPOOL_SCHED_BATCH: return "SCHED_BATCH";
+  case LANEPOOL_SCHED_IDLE: return "SCHED_IDLE";
+  }
+  return "?";
+}
+
+/* One line per pool summarising every refused setting, band by band (the first lane
+ * that saw each refusal speaks for its band). Returns the number of refusals. */
+int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
+  size_t used = 0;
+  int refusals = 0;
+  buf[0] = '\0';
+#define APPEND(...)                                                                      \
+  do {                                                                                   \
+    if (used < len) {                                                                    \
+      int n_ = snprintf(buf + used, len - used, __VA_ARGS__);                            \
+      if (n_ > 0) used += (size_t)n_;                                                    \
+    }                                                                                    \
+  } while (0)
+  APPEND("lanepool '%s': the kernel refused some priority settings; the lanes run with "
+         "the fallback (docs/priorities.md):",
+         pool->name);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
+    lanepool__applied *first[4] = {NULL, NULL, NULL, NULL};
+    for (uint32_t i = 0; i < pool->lanes_per_band; i++) {
+      lanepool__applied *a = &pool->lanes[b * pool->lanes_per_band + i]->applied;
+      if (a->sched.error && !first[0]) first[0] = a;
+      if (a->nice.error && !first[1]) first[1] = a;
+      if (a->ioprio.error && !first[2]) first[2] = a;
+      if (a->timer_slack.error && !first[3]) first[3] = a;
+    }
+    const char *band = lanepool__band_short_names[b];
+    if (first[0]) {
+      refusals++;
+      APPEND(" %s %s -> %s (%s);", band, sched_name(first[0]->sched.requested),
+             sched_name(first[0]->sched.got), strerror(first[0]->sched.error));
+    }
+    if (first[1]) {
+      refusals++;
+      APPEND(" %s nice %lld -> %lld (%s);", band, (long long)first[1]->nice.requested,
+             (long long)first[1]->nice.got, strerror(first[1]->nice.error));
+    }
+    if (first[2]) {
+      refusals++;
+      APPEND(" %s ioprio %lld -> %lld (%s);", band, (long long)first[2]->ioprio.requested,
+             (long long)first[2]->ioprio.got, strerror(first[2]->ioprio.error));
+    }
+    if (first[3]) {
+      refusals++;
+      APPEND(" %s timer slack %lld -> %lld (%s);", band,
+             (long long)first[3]->timer_slack.requested, (long long)first[3]->timer_slack.got,
+             strerror(first[3]->timer_slack.error));
+    }
+  }
+#undef APPEND
+  return refusals;
+}

@@ -1,0 +1,23 @@
+/* Test-only helpers: raw syscalls Swift cannot call (variadic or macro-based), used to
+ * check what LanePool claims through code paths independent of the library's own. */
+#ifndef LANEPOOL_TESTSUPPORT_H
+#define LANEPOOL_TESTSUPPORT_H
+#include <stdint.h>
+
+/** ioprio_get(IOPRIO_WHO_PROCESS, tid): (class << 13) | level, or -1. */
+int lp_test_ioprio_get(int tid);
+/** prctl(PR_GET_TIMERSLACK) for the calling thread, in ns. */
+long lp_test_timer_slack(void);
+/** sched_getcpu() of the calling thread. */
+int lp_test_current_cpu(void);
+/** Number of CPUs in the affinity mask of thread `tid`; `first` gets the lowest. */
+int lp_test_affinity(int tid, int *first);
+/** The calling thread's allowed CPUs, ascending; returns how many (at most max). */
+int lp_test_allowed_cpus(int *out, int max);
+/** Restricts the calling thread's affinity to one CPU. 0 or errno. */
+int lp_test_pin_self(int cpu);
+/** Drops the whole process to uid/gid (setgroups, setgid, setuid). 0 or errno. */
+int lp_test_drop_privileges(unsigned uid, unsigned gid);
+/** setpriority(PRIO_PROCESS, 0 = calling thread, nice). 0 or errno. */
+int lp_test_set_own_nice(int nice);
+#endif

@@ -1,0 +1,57 @@
+#define _GNU_SOURCE
+#include "testsupport.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int lp_test_ioprio_get(int tid) { return (int)syscall(SYS_ioprio_get, 1 /* WHO_PROCESS */, tid); }
+
+long lp_test_timer_slack(void) { return prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); }
+
+int lp_test_current_cpu(void) { return sched_getcpu(); }
+
+int lp_test_affinity(int tid, int *first) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(tid, sizeof set, &set) != 0) return -1;
+  *first = -1;
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) {
+      *first = c;
+      break;
+    }
+  return CPU_COUNT(&set);
+}
+
+int lp_test_allowed_cpus(int *out, int max) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+    if (CPU_ISSET(c, &set)) out[n++] = c;
+  return n;
+}
+
+int lp_test_pin_self(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+}
+
+int lp_test_drop_privileges(unsigned uid, unsigned gid) {
+  if (setgroups(0, NULL) != 0) return errno;
+  if (setgid(gid) != 0) return errno;
+  if (setuid(uid) != 0) return errno;
+  return 0;
+}
+
+int lp_test_set_own_nice(int nice) {
+  return setpriority(PRIO_PROCESS, 0, nice) == 0 ? 0 : errno;
+}
