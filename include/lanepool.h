@@ -38,6 +38,8 @@ typedef enum lanepool_qos {
 #define LANEPOOL_BAND_COUNT 5
 /** Largest number of lanes per band. */
 #define LANEPOOL_MAX_LANES_PER_BAND 64
+/** max_spinning_lanes value meaning "no limit". */
+#define LANEPOOL_SPIN_UNLIMITED 0xFFFFFFFFu
 /** lanes_per_band value meaning "one lane per CPU the process may run on". */
 #define LANEPOOL_LANES_PER_CPU 0xFFFFFFFFu
 /** Smallest and largest ring capacity (slots per lane; a power of two). */
@@ -100,6 +102,10 @@ typedef struct lanepool_band_policy {
   lanepool_ioprio_class_t ioprio_class;
   int ioprio_level;             /* 0 (highest)...7 for RT and BE; 0 otherwise */
   uint64_t timer_slack_ns;      /* 0 leaves the inherited slack */
+  /* EEVDF time slice (sched_setattr's sched_runtime for SCHED_OTHER/BATCH, Linux
+   * 6.12+; 100000...100000000 ns): a waking thread with a shorter slice may preempt
+   * the running one. 0 leaves the kernel's default. Older kernels ignore it. */
+  uint64_t slice_ns;
 } lanepool_band_policy_t;
 
 /** The priority class of a QoS (the seeds' table). 0 or EINVAL. */
@@ -196,6 +202,11 @@ typedef struct lanepool_config {
   /** Spin budget in nanoseconds per band (index: lanepool_band_index()) before an
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
   uint32_t spin_ns[LANEPOOL_BAND_COUNT];
+  /** At most this many lanes of the pool spin at once; the others park at once.
+   *  0 (default): half the allowed CPUs, at least 1, so spinning lanes (which may run
+   *  at a higher priority than their producers) never take every core.
+   *  LANEPOOL_SPIN_UNLIMITED: no limit. */
+  uint32_t max_spinning_lanes;
   /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
    *  LanePool's default table. */
   lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT];
@@ -326,6 +337,8 @@ typedef struct lanepool_applied {
   int64_t got;
   int error;
 } lanepool_applied_t;
+/* (For slice: nanoseconds, as sched_getattr's sched_runtime; 0 read back means the
+ * kernel does not support custom slices.) */
 
 typedef struct lanepool_lane_info {
   lanepool_qos_t qos;
@@ -341,6 +354,7 @@ typedef struct lanepool_lane_info {
   lanepool_applied_t nice;
   lanepool_applied_t ioprio;
   lanepool_applied_t timer_slack;
+  lanepool_applied_t slice;
   int cpu;                 /* pinned CPU, or -1 */
   int node;                /* NUMA node, or -1 when unknown */
   int placement_error;     /* errno of a failed pin/bind (then cpu is -1), or 0 */

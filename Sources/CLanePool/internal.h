@@ -40,7 +40,7 @@ typedef struct lanepool__task {
 /* What a lane asked the kernel for and got: written by the lane thread before it
  * signals `started`, read-only after (the creator's acquire of `started` pairs). */
 typedef struct lanepool__applied {
-  lanepool_applied_t sched, nice, ioprio, timer_slack;
+  lanepool_applied_t sched, nice, ioprio, timer_slack, slice;
   int placement_error;
 } lanepool__applied;
 
@@ -131,6 +131,10 @@ struct lanepool {
   _Atomic int state; /* [atomic: acq_rel; transitions under `lifecycle`] */
 
   pthread_mutex_t lifecycle; /* serialises shutdown and destroy */
+
+  /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
+  uint32_t max_spinners; /* [once] */
 
   /* round-robin counters, one cache line each. [atomic: relaxed] */
   lanepool__counter rr[LANEPOOL_BAND_COUNT];

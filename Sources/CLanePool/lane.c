@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,16 +278,29 @@ static inline bool is_closed(lanepool_lane_t *lane) {
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
 static bool spin_for_work(lanepool_lane_t *lane) {
   if (lane->spin_ns == 0) return false;
+  /* Take a spinner slot, or park at once: spinning lanes must leave cores to the
+   * producers (a soft cap: a relaxed counter, no ordering needed). */
+  _Atomic uint32_t *spinners = &lane->pool->spinners;
+  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= lane->pool->max_spinners) {
+    atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+    return false;
+  }
+  bool found = false;
   uint64_t deadline = lanepool__now_ns() + lane->spin_ns;
-  for (;;) {
+  while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
-          (atomic_load_explicit(&lane->tail, memory_order_relaxed) & LANEPOOL__CLOSED))
-        return true;
+          (atomic_load_explicit(&lane->tail, memory_order_relaxed) & LANEPOOL__CLOSED)) {
+        found = true;
+        break;
+      }
       cpu_relax();
     }
-    if (lanepool__now_ns() >= deadline) return false;
+    if (!found && lanepool__now_ns() >= deadline) break;
+    if (!found) sched_yield(); /* cede the core to a runnable producer, if any */
   }
+  atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+  return found;
 }
 
 static void park(lanepool_lane_t *lane) {
@@ -449,6 +463,7 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   out->nice = l->applied.nice;
   out->ioprio = l->applied.ioprio;
   out->timer_slack = l->applied.timer_slack;
+  out->slice = l->applied.slice;
   out->cpu = l->applied.placement_error ? -1 : l->cpu;
   out->node = l->node >= 0 ? l->node : lanepool__node_of_cpu(out->cpu);
   out->placement_error = l->applied.placement_error;

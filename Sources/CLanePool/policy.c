@@ -27,12 +27,12 @@ static const lanepool_priority_class_t class_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_PRIORITY_LOW, LANEPOOL_PRIORITY_BACKGROUND};
 
 static const lanepool_band_policy_t default_policy[LANEPOOL_BAND_COUNT] = {
-    /* sched, rt, nice, ioprio class, level, timer slack */
-    {LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0},
-    {LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0},
-    {LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0},
-    {LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000},
-    {LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000},
+    /* sched, rt, nice, ioprio class, level, timer slack, EEVDF slice */
+    {LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0, 100000},
+    {LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0, 100000},
+    {LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0, 0},
+    {LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000, 0},
+    {LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000, 0},
 };
 
 int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out) {
@@ -76,6 +76,9 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
   default: return EINVAL;
   }
   if (p->ioprio_level < 0 || p->ioprio_level > 7) return EINVAL;
+  if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) return EINVAL;
+  if (p->slice_ns != 0 && (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR))
+    return EINVAL;
   return 0;
 }
 
@@ -95,6 +98,34 @@ static int get_nice(pid_t tid) {
 
 static int set_ioprio(pid_t tid, int value) {
   return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
+}
+
+/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
+struct lanepool__sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+};
+
+static int get_attr(pid_t tid, struct lanepool__sched_attr *attr) {
+  memset(attr, 0, sizeof *attr);
+  return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
+}
+
+/* Sets the EEVDF slice, keeping the thread's policy and nice. */
+static int set_slice(pid_t tid, uint64_t slice_ns) {
+  struct lanepool__sched_attr attr;
+  int rc = get_attr(tid, &attr);
+  if (rc) return rc;
+  attr.size = sizeof attr;
+  attr.sched_flags = 0;
+  attr.sched_runtime = slice_ns;
+  return syscall(SYS_sched_setattr, tid, &attr, 0) == 0 ? 0 : errno;
 }
 
 int lanepool__get_ioprio(pid_t tid) {
@@ -170,6 +201,17 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   }
   a->timer_slack.got = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 
+  /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). */
+  struct lanepool__sched_attr attr;
+  if (p->slice_ns == 0) {
+    a->slice.requested = -1;
+    a->slice.error = 0;
+  } else {
+    a->slice.requested = (int64_t)p->slice_ns;
+    a->slice.error = set_slice(tid, p->slice_ns);
+  }
+  a->slice.got = get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
+
   errno = saved;
 }
 
@@ -201,13 +243,14 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
          "the fallback (docs/priorities.md):",
          pool->name);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    lanepool__applied *first[4] = {NULL, NULL, NULL, NULL};
+    lanepool__applied *first[5] = {NULL, NULL, NULL, NULL, NULL};
     for (uint32_t i = 0; i < pool->lanes_per_band; i++) {
       lanepool__applied *a = &pool->lanes[b * pool->lanes_per_band + i]->applied;
       if (a->sched.error && !first[0]) first[0] = a;
       if (a->nice.error && !first[1]) first[1] = a;
       if (a->ioprio.error && !first[2]) first[2] = a;
       if (a->timer_slack.error && !first[3]) first[3] = a;
+      if (a->slice.error && !first[4]) first[4] = a;
     }
     const char *band = lanepool__band_short_names[b];
     if (first[0]) {
@@ -230,6 +273,11 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
       APPEND(" %s timer slack %lld -> %lld (%s);", band,
              (long long)first[3]->timer_slack.requested, (long long)first[3]->timer_slack.got,
              strerror(first[3]->timer_slack.error));
+    }
+    if (first[4]) {
+      refusals++;
+      APPEND(" %s slice %lld -> %lld (%s);", band, (long long)first[4]->slice.requested,
+             (long long)first[4]->slice.got, strerror(first[4]->slice.error));
     }
   }
 #undef APPEND

@@ -171,6 +171,13 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     return rc;
   }
   pool->placement = cfg->placement;
+  atomic_init(&pool->spinners, 0);
+  if (cfg->max_spinning_lanes == 0) {
+    uint32_t half = allowed_cpu_count() / 2;
+    pool->max_spinners = half ? half : 1;
+  } else {
+    pool->max_spinners = cfg->max_spinning_lanes;
+  }
   pool->lanes = calloc(total, sizeof *pool->lanes);
   lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
   int *allowed = calloc(CPU_SETSIZE, sizeof *allowed);

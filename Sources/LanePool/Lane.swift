@@ -93,7 +93,8 @@ public final class Lane: @unchecked Sendable {
       busyTime: .nanoseconds(Int64(clamping: c.busy_ns)), isRunning: c.running != 0,
       policy: AppliedPolicy(
         scheduler: AppliedSetting(c.sched), nice: AppliedSetting(c.nice),
-        ioPriority: AppliedSetting(c.ioprio), timerSlack: AppliedSetting(c.timer_slack)),
+        ioPriority: AppliedSetting(c.ioprio), timerSlack: AppliedSetting(c.timer_slack),
+        slice: AppliedSetting(c.slice)),
       cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
       placementError: c.placement_error == 0 ? nil : c.placement_error)
   }

@@ -101,7 +101,11 @@ public final class LanePool: @unchecked Sendable {
           throw .invalidArgument("policies[.\(qos)]: real-time schedulers need allowRealtime = true")
         }
         if !(1...99).contains(prio) { throw .invalidArgument("policies[.\(qos)]: real-time priority must be 1...99, got \(prio)") }
+        if p.slice != nil { throw .invalidArgument("policies[.\(qos)]: slice applies to fair schedulers only; set it to nil with .fifo/.roundRobin") }
       default: break
+      }
+      if let slice = p.slice, !(100_000...100_000_000).contains(slice.nanosecondsClamped) {
+        throw .invalidArgument("policies[.\(qos)].slice must be 100 us ... 100 ms, got \(slice)")
       }
       switch p.ioPriority {
       case .realtime(let l), .bestEffort(let l):

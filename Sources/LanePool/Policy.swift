@@ -49,12 +49,19 @@ public struct BandPolicy: Sendable, Hashable {
   public var ioPriority: IOPriority
   /// nil leaves the inherited timer slack (50 us by default on Linux).
   public var timerSlack: Duration?
+  /// EEVDF time slice (Linux 6.12+, 100 us ... 100 ms): a waking lane with a shorter
+  /// slice may preempt the running thread at once. nil leaves the kernel default.
+  public var slice: Duration?
 
-  public init(scheduler: Scheduler, nice: Int, ioPriority: IOPriority, timerSlack: Duration? = nil) {
+  public init(
+    scheduler: Scheduler, nice: Int, ioPriority: IOPriority, timerSlack: Duration? = nil,
+    slice: Duration? = nil
+  ) {
     self.scheduler = scheduler
     self.nice = nice
     self.ioPriority = ioPriority
     self.timerSlack = timerSlack
+    self.slice = slice
   }
 
   /// LanePool's default policy for a band (docs/priorities.md).
@@ -80,6 +87,7 @@ public struct BandPolicy: Sendable, Hashable {
     default: ioPriority = .unchanged
     }
     timerSlack = p.timer_slack_ns == 0 ? nil : .nanoseconds(Int64(clamping: p.timer_slack_ns))
+    slice = p.slice_ns == 0 ? nil : .nanoseconds(Int64(clamping: p.slice_ns))
   }
 
   var c: lanepool_band_policy_t {
@@ -106,11 +114,16 @@ public struct BandPolicy: Sendable, Hashable {
       p.ioprio_level = Int32(clamping: level)
     case .idle: p.ioprio_class = LANEPOOL_IOPRIO_IDLE
     }
-    if let slack = timerSlack {
-      let (s, atto) = slack.components
-      p.timer_slack_ns = UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
-    }
+    if let slack = timerSlack { p.timer_slack_ns = slack.nanosecondsClamped }
+    if let slice { p.slice_ns = slice.nanosecondsClamped }
     return p
+  }
+}
+
+extension Duration {
+  var nanosecondsClamped: UInt64 {
+    let (s, atto) = components
+    return UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
   }
 }
 
@@ -156,9 +169,11 @@ public struct AppliedPolicy: Sendable, Hashable {
   public var nice: AppliedSetting
   public var ioPriority: AppliedSetting
   public var timerSlack: AppliedSetting
+  /// EEVDF slice in ns (0 read back: the kernel has no custom slices).
+  public var slice: AppliedSetting
   /// True if the kernel refused any setting.
   public var hasRefusals: Bool {
-    [scheduler, nice, ioPriority, timerSlack].contains { $0.error != nil }
+    [scheduler, nice, ioPriority, timerSlack, slice].contains { $0.error != nil }
   }
 }
 

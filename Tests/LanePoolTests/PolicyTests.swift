@@ -42,6 +42,7 @@ struct PolicyTests {
     #expect(t.map(\.scheduler) == [.other, .other, .other, .batch, .batch])
     #expect(t.map(\.ioPriority) == [0, 2, 4, 6, 7].map { .bestEffort(level: $0) })
     #expect(t.map(\.timerSlack) == [nil, nil, nil, .milliseconds(1), .milliseconds(10)])
+    #expect(t.map(\.slice) == [.microseconds(100), .microseconds(100), nil, nil, nil])
   }
 
   @Test("every lane got its band's policy: /proc stat, ioprio_get, timer slack from a task")
@@ -60,6 +61,10 @@ struct PolicyTests {
       #expect(Int64(proc.policy) == info.policy.scheduler.got)
       #expect(Int64(ioprio) == info.policy.ioPriority.got)
       #expect(Int64(slack) == info.policy.timerSlack.got)
+      let wantSlice = want.slice.map { Int64($0.nanosecondsClamped) }
+      if let wantSlice, info.policy.slice.error == nil, info.policy.slice.got != 0 {
+        #expect(info.policy.slice.got == wantSlice, "\(lane)")  // kernel 6.12+ reads it back
+      }
       if geteuid() == 0 {
         // Privileged (as in CI): everything was granted, exactly as the table says.
         #expect(!info.policy.hasRefusals, "\(lane): \(info.policy)")
@@ -123,6 +128,12 @@ struct PolicyTests {
     c.allowRealtime = true
     var ui = BandPolicy.default(for: .userInteractive)
     ui.scheduler = .fifo(priority: 1)
+    #expect(throws: LanePoolError.self) {  // the default's EEVDF slice does not apply to FIFO
+      var bad = c
+      bad.policies = [.userInteractive: ui]
+      _ = try LanePool(configuration: bad)
+    }
+    ui.slice = nil
     c.policies = [.userInteractive: ui]
     let pool = try LanePool(configuration: c)
     defer { _ = try? pool.shutdown(discardingQueued: false) }
