@@ -242,6 +242,16 @@ struct PrioritySubject: Sendable {
   let background: @Sendable (@escaping @Sendable () -> Void) -> Void
 }
 
+// The same table without the EEVDF slice (what kernels before 6.12 get): the
+// before/after of that lever, side by side in one run.
+let noSlicePool: LanePool = {
+  var ui = BandPolicy.default(for: .userInteractive)
+  ui.slice = nil
+  var p = benchPolicies
+  p[.userInteractive] = ui
+  return try! LanePool(name: "bench-ns", lanesPerBand: lanes, policies: p)
+}()
+
 let yyInteractive = YYDispatchQueuePool(name: "bench.yy.ui", queueCount: lanes, qos: .userInteractive)
 let yyBackground = YYDispatchQueuePool(name: "bench.yy.bg", queueCount: lanes, qos: .background)
 
@@ -252,6 +262,9 @@ let prioritySubjects: [PrioritySubject] = [
   PrioritySubject(
     name: "LanePool Swift", probe: { try! pool.queue(for: .userInteractive).async($0) },
     background: { try! pool.queue(for: .background).async($0) }),
+  PrioritySubject(
+    name: "LanePool, no slice", probe: { try! noSlicePool.queue(for: .userInteractive).async($0) },
+    background: { try! noSlicePool.queue(for: .background).async($0) }),
 ]
 
 /// Keeps `4 x lanes` background tasks of 2 ms queued while `probes` userInteractive
@@ -378,6 +391,7 @@ if let path = options.json {
 }
 
 try pool.shutdown(discardingQueued: false)
+try noSlicePool.shutdown(discardingQueued: false)
 _ = lanepool_destroy(cPool)
 if let p = cPoolUnlimited { _ = lanepool_destroy(p) }
 let failed = fifoResults.values.contains { $0.0 != 0 || $0.1 != options.fifoTasks }
