@@ -259,7 +259,9 @@ typedef enum lanepool_shutdown_mode {
 
 /**
  * Stops a pool: from the moment it starts, submits return ESHUTDOWN. Blocks until
- * every lane thread has been joined. The pool's memory stays valid (info and submit
+ * every lane thread has been joined. Timers: DRAIN first waits for every pending
+ * timer to fire (cancel them first if you do not want to wait); CANCEL hands pending
+ * timers' tasks to `discard` along with the queued ones. The pool's memory stays valid (info and submit
  * calls keep working, submits return ESHUTDOWN) until lanepool_destroy().
  * While draining, tasks cannot submit new tasks to this pool (they get ESHUTDOWN).
  * Returns 0; EINVAL (NULL pool, bad mode, CANCEL with NULL discard); EPERM (the
@@ -325,6 +327,40 @@ int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *c
  * is not called for it). Blocks until the task has run or been cancelled.
  */
 int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+
+/* ---- Timers ------------------------------------------------------------------- */
+
+/** Identifies a pending timer; never 0. */
+typedef uint64_t lanepool_timer_t;
+
+/** CLOCK_MONOTONIC now, in nanoseconds: the clock timer deadlines use (the same as
+ *  DispatchTime.uptimeNanoseconds on Linux). */
+uint64_t lanepool_now_ns(void);
+
+/**
+ * Submits fn(ctx) to `lane` once CLOCK_MONOTONIC reaches `deadline_ns`: never
+ * before. Each pool has one timer thread ("<pool>-tm"), started on the first timer;
+ * timers due at the same time fire in the order they were set. Fired timers go
+ * through the lane's ring like any task, so per-lane FIFO holds between them.
+ * Returns 0 (and the id in *out if out is not NULL); EINVAL; ESHUTDOWN; ENOMEM;
+ * the error of pthread_create for the first timer.
+ */
+int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanepool_fn fn,
+                              void *ctx, lanepool_timer_t *out);
+
+/** As lanepool_lane_async_after, for any lane of a band (picked when it fires, as
+ *  lanepool_async picks). */
+int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns,
+                         lanepool_fn fn, void *ctx, lanepool_timer_t *out);
+
+/**
+ * Cancels a pending timer. Returns 0 if it was cancelled before firing: its task
+ * will never run and the caller owns `ctx` again (*ctx_out receives it if not NULL);
+ * EALREADY if it has fired already (the task is queued or has run); EINVAL for a NULL
+ * pool or an id this pool never issued. Lifetime note: shutdown(DRAIN) waits for every
+ * pending timer to fire; shutdown(CANCEL) hands pending timers to the discard callback.
+ */
+int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out);
 
 /* ---- Introspection ---------------------------------------------------------- */
 

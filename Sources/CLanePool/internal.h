@@ -55,6 +55,27 @@ typedef struct lanepool__topology {
   lanepool__topo_node *nodes;
 } lanepool__topology;
 
+typedef struct lanepool__timer_entry {
+  uint64_t deadline;
+  uint64_t seq; /* ties fire in the order they were set */
+  lanepool_timer_t id;
+  lanepool_lane_t *lane; /* NULL: any lane of `band` */
+  int band;
+  lanepool_fn fn;
+  void *ctx;
+} lanepool__timer_entry;
+
+/* The pool's timer facility. Every field: [lock]. */
+typedef struct lanepool__timers {
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* CLOCK_MONOTONIC */
+  lanepool__timer_entry *heap;
+  size_t len, cap;
+  uint64_t next_id;
+  bool started, closed, draining, stop, firing;
+  pthread_t thread;
+} lanepool__timers;
+
 struct lanepool_lane {
   /* ---- [once] ---- */
   lanepool_t *pool;
@@ -124,6 +145,8 @@ struct lanepool {
   int is_default;
   lanepool_placement_t placement;
   lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
+  int allowed_cpus[64];        /* the creator's allowed CPUs (first 64), for the timer */
+  uint32_t allowed_count;
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
   /* [atomic: relaxed] read by each lane between tasks; set before CLOSED */
@@ -131,6 +154,7 @@ struct lanepool {
   _Atomic int state; /* [atomic: acq_rel; transitions under `lifecycle`] */
 
   pthread_mutex_t lifecycle; /* serialises shutdown and destroy */
+  lanepool__timers timers;
 
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
@@ -164,6 +188,12 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
+
+/* timer.c */
+int lanepool__timers_init(lanepool__timers *t);
+void lanepool__timers_destroy(lanepool__timers *t);
+int lanepool__timers_close(lanepool_t *pool, bool cancel, lanepool__timer_entry **cancelled,
+                           size_t *count);
 
 /* placement.c */
 uint32_t lanepool__allowed_cpus(int *out, uint32_t max);

@@ -131,6 +131,7 @@ static void free_pool(lanepool_t *pool) {
     for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
   free(pool->lanes);
   lanepool__topology_free(&pool->topology);
+  lanepool__timers_destroy(&pool->timers);
   pthread_mutex_destroy(&pool->lifecycle);
   free(pool);
 }
@@ -166,7 +167,12 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   atomic_init(&pool->state, LANEPOOL__RUNNING);
   atomic_init(&pool->started, 0);
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&pool->rr[b].value, 0);
+  if ((rc = lanepool__timers_init(&pool->timers))) {
+    free(pool);
+    return rc;
+  }
   if ((rc = pthread_mutex_init(&pool->lifecycle, NULL))) {
+    lanepool__timers_destroy(&pool->timers);
     free(pool);
     return rc;
   }
@@ -189,6 +195,8 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   }
   /* Where each lane index goes; the same plan for every band. */
   uint32_t allowed_count = lanepool__allowed_cpus(allowed, CPU_SETSIZE);
+  pool->allowed_count = allowed_count < 64 ? allowed_count : 64;
+  memcpy(pool->allowed_cpus, allowed, pool->allowed_count * sizeof(int));
   if (cfg->placement == LANEPOOL_PLACEMENT_NUMA)
     rc = cfg->topology ? lanepool__topology_copy(cfg->topology, &pool->topology)
                        : lanepool__machine_topology(&pool->topology);
@@ -326,11 +334,20 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
   if (mode == LANEPOOL_SHUTDOWN_CANCEL)
     atomic_store_explicit(&pool->cancel, 1, memory_order_seq_cst);
   uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  /* Timers first, while the lanes still take tasks: DRAIN lets them all fire. */
+  lanepool__timer_entry *cancelled_timers;
+  size_t cancelled_count;
+  lanepool__timers_close(pool, mode == LANEPOOL_SHUTDOWN_CANCEL, &cancelled_timers,
+                         &cancelled_count);
   close_and_join(pool, total);
   /* Joined: everything still queued is ours now. After DRAIN the rings are empty. */
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL)
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL) {
     for (uint32_t i = 0; i < total; i++)
       lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
+    for (size_t i = 0; i < cancelled_count; i++)
+      discard(cancelled_timers[i].fn, cancelled_timers[i].ctx, discard_arg);
+  }
+  free(cancelled_timers);
   atomic_store_explicit(&pool->state, LANEPOOL__STOPPED, memory_order_release);
   pthread_mutex_unlock(&pool->lifecycle);
   return 0;

@@ -13,6 +13,9 @@ public final class Lane: @unchecked Sendable {
   public let qos: QoS
   /// The lane's index within its band.
   public let index: Int
+  /// The pool this lane belongs to. Unowned: valid while the pool object lives
+  /// (a lane object may outlive it; then only its own methods may be used).
+  unowned(unsafe) var pool: LanePool! = nil
 
   init(raw: OpaquePointer, core: PoolCore, qos: QoS, index: Int) {
     self.raw = raw

@@ -196,6 +196,7 @@ public final class LanePool: @unchecked Sendable {
     self.name = withUnsafeBytes(of: info.name) { b in
       String(decoding: b.prefix(while: { $0 != 0 }), as: UTF8.self)
     }
+    for lane in bands.joined() { lane.pool = self }
   }
 
   /// The process-wide default pool: one lane per allowed CPU in each band, created on

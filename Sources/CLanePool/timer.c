@@ -1,0 +1,247 @@
+/*
+ * timer.c - one timer thread per pool, started on the first timer: a min-heap of
+ * (deadline, seq) under a mutex, a condition variable on CLOCK_MONOTONIC. A due timer
+ * is submitted to its lane's ring, so it runs after its deadline and in FIFO order with
+ * the lane's other tasks. All fields of lanepool__timers are protected by its `lock`.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t lanepool_now_ns(void) { return lanepool__now_ns(); }
+
+static bool before(const lanepool__timer_entry *a, const lanepool__timer_entry *b) {
+  return a->deadline < b->deadline || (a->deadline == b->deadline && a->seq < b->seq);
+}
+
+static int compare_entries(const void *a, const void *b) {
+  const lanepool__timer_entry *x = a, *y = b;
+  return before(x, y) ? -1 : before(y, x) ? 1 : 0;
+}
+
+static void sift_up(lanepool__timer_entry *h, size_t i) {
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (!before(&h[i], &h[parent])) break;
+    lanepool__timer_entry t = h[i];
+    h[i] = h[parent];
+    h[parent] = t;
+    i = parent;
+  }
+}
+
+static void sift_down(lanepool__timer_entry *h, size_t len, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < len && before(&h[l], &h[m])) m = l;
+    if (r < len && before(&h[r], &h[m])) m = r;
+    if (m == i) return;
+    lanepool__timer_entry t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+static void heap_remove(lanepool__timers *t, size_t i) {
+  t->heap[i] = t->heap[--t->len];
+  if (i < t->len) {
+    sift_down(t->heap, t->len, i);
+    sift_up(t->heap, i);
+  }
+}
+
+int lanepool__timers_init(lanepool__timers *t) {
+  memset(t, 0, sizeof *t);
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc) return rc;
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  rc = pthread_cond_init(&t->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  if (rc) return rc;
+  if ((rc = pthread_mutex_init(&t->lock, NULL))) {
+    pthread_cond_destroy(&t->cond);
+    return rc;
+  }
+  t->next_id = 1;
+  return 0;
+}
+
+void lanepool__timers_destroy(lanepool__timers *t) {
+  pthread_mutex_destroy(&t->lock);
+  pthread_cond_destroy(&t->cond);
+  free(t->heap);
+}
+
+/* Submits a due timer's task; waits out a full hard-capacity lane rather than drop. */
+static void fire(lanepool_t *pool, const lanepool__timer_entry *e) {
+  for (;;) {
+    int rc = e->lane ? lanepool__lane_push(e->lane, e->fn, e->ctx)
+                     : lanepool_async(pool, lanepool__qos_of_band[e->band], e->fn, e->ctx);
+    if (rc != EAGAIN) return; /* 0; ESHUTDOWN cannot happen: lanes close after timers */
+    usleep(100);
+  }
+}
+
+static void *timer_main(void *arg) {
+  lanepool_t *pool = arg;
+  lanepool__timers *t = &pool->timers;
+  char name[16];
+  size_t keep = strnlen(pool->name, 12);
+  memcpy(name, pool->name, keep);
+  memcpy(name + keep, "-tm", 4);
+  pthread_setname_np(pthread_self(), name);
+  /* It inherited whatever thread set the first timer (maybe a pinned background
+   * lane): take the pool's allowed CPUs and its most urgent band's policy, since
+   * every band's timers wait on this thread. */
+  if (pool->allowed_count > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (uint32_t i = 0; i < pool->allowed_count; i++) CPU_SET(pool->allowed_cpus[i], &set);
+    (void)sched_setaffinity(0, sizeof set, &set);
+  }
+  lanepool__applied ignored;
+  lanepool__apply_policy(&ignored, (pid_t)syscall(SYS_gettid), &pool->lanes[0]->policy);
+  /* Its own sleeps are the timers' deadlines: no slack (1 ns is prctl's minimum). */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+  lanepool__timer_entry due[64];
+  pthread_mutex_lock(&t->lock);
+  for (;;) {
+    if (t->stop) break;
+    if (t->len == 0) {
+      if (t->draining) break; /* every pending timer has fired */
+      pthread_cond_wait(&t->cond, &t->lock);
+      continue;
+    }
+    uint64_t now = lanepool__now_ns();
+    if (t->heap[0].deadline > now) {
+      struct timespec ts = {.tv_sec = (time_t)(t->heap[0].deadline / 1000000000u),
+                            .tv_nsec = (long)(t->heap[0].deadline % 1000000000u)};
+      pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+      continue;
+    }
+    size_t n = 0;
+    while (n < 64 && t->len > 0 && t->heap[0].deadline <= now) {
+      due[n++] = t->heap[0];
+      heap_remove(t, 0);
+    }
+    t->firing = true; /* cancel() of these answers EALREADY: they are being fired */
+    pthread_mutex_unlock(&t->lock);
+    for (size_t i = 0; i < n; i++) fire(pool, &due[i]);
+    pthread_mutex_lock(&t->lock);
+    t->firing = false;
+  }
+  pthread_mutex_unlock(&t->lock);
+  return NULL;
+}
+
+static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                     lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+  lanepool__timers *t = &pool->timers;
+  pthread_mutex_lock(&t->lock);
+  if (t->closed) {
+    pthread_mutex_unlock(&t->lock);
+    return ESHUTDOWN;
+  }
+  if (!t->started) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&t->thread, NULL, timer_main, pool);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+      pthread_mutex_unlock(&t->lock);
+      return rc;
+    }
+    t->started = true;
+  }
+  if (t->len == t->cap) {
+    size_t ncap = t->cap ? t->cap * 2 : 64;
+    lanepool__timer_entry *n = realloc(t->heap, ncap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&t->lock);
+      return ENOMEM;
+    }
+    t->heap = n;
+    t->cap = ncap;
+  }
+  lanepool_timer_t id = t->next_id++;
+  t->heap[t->len] = (lanepool__timer_entry){deadline, id, id, lane, band, fn, ctx};
+  sift_up(t->heap, t->len++);
+  bool earliest = t->heap[0].seq == id;
+  pthread_mutex_unlock(&t->lock);
+  if (earliest) pthread_cond_signal(&t->cond);
+  if (out) *out = id;
+  return 0;
+}
+
+int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanepool_fn fn,
+                              void *ctx, lanepool_timer_t *out) {
+  if (!lane || !fn) return EINVAL;
+  return add_timer(lane->pool, lane, (int)lane->band, deadline_ns, fn, ctx, out);
+}
+
+int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns,
+                         lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !fn || b < 0) return EINVAL;
+  return add_timer(pool, NULL, b, deadline_ns, fn, ctx, out);
+}
+
+int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out) {
+  if (!pool) return EINVAL;
+  lanepool__timers *t = &pool->timers;
+  pthread_mutex_lock(&t->lock);
+  if (timer == 0 || timer >= t->next_id) {
+    pthread_mutex_unlock(&t->lock);
+    return EINVAL;
+  }
+  for (size_t i = 0; i < t->len; i++) {
+    if (t->heap[i].id == timer) {
+      if (ctx_out) *ctx_out = t->heap[i].ctx;
+      heap_remove(t, i);
+      pthread_mutex_unlock(&t->lock);
+      return 0;
+    }
+  }
+  pthread_mutex_unlock(&t->lock);
+  return EALREADY;
+}
+
+/* Shutdown, step 1 (before the lanes close). DRAIN: refuse new timers and wait until
+ * every pending one has fired. CANCEL: refuse new timers and move the pending ones to
+ * *cancelled (caller frees it) for the discard callback. */
+int lanepool__timers_close(lanepool_t *pool, bool cancel, lanepool__timer_entry **cancelled,
+                           size_t *count) {
+  lanepool__timers *t = &pool->timers;
+  *cancelled = NULL;
+  *count = 0;
+  pthread_mutex_lock(&t->lock);
+  t->closed = true;
+  if (cancel && t->len) {
+    *cancelled = t->heap; /* heap order; sorted below */
+    *count = t->len;
+    t->heap = NULL;
+    t->len = t->cap = 0;
+  }
+  if (cancel) t->stop = true;
+  else t->draining = true;
+  bool started = t->started;
+  pthread_mutex_unlock(&t->lock);
+  pthread_cond_signal(&t->cond);
+  if (started) pthread_join(t->thread, NULL);
+  /* Hand cancelled timers over in deadline order. */
+  if (*count > 1) qsort(*cancelled, *count, sizeof **cancelled, compare_entries);
+  return 0;
+}

@@ -1,0 +1,219 @@
+internal import CLanePool
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A pending timer, from `asyncAfter`. Cancel it to stop its closure from running.
+public struct TimerHandle: Sendable, Hashable {
+  let core: PoolCore
+  let id: UInt64
+
+  /// Cancels the timer. Returns true if it had not fired: its closure will never run
+  /// (and is released now). False if it has fired already (the closure is queued or
+  /// has run). Thread-safe; cost: a mutex and a linear search of the pending timers.
+  @discardableResult
+  public func cancel() -> Bool {
+    var ctx: UnsafeMutableRawPointer?
+    guard lanepool_timer_cancel(core.raw, id, &ctx) == 0 else { return false }
+    if let ctx { TaskBox.release(ctx) }
+    return true
+  }
+
+  public static func == (a: Self, b: Self) -> Bool { a.core === b.core && a.id == b.id }
+  public func hash(into h: inout Hasher) {
+    h.combine(ObjectIdentifier(core))
+    h.combine(id)
+  }
+}
+
+extension Lane {
+  /// Runs `work` on this lane once `deadline` has passed: never before. The pool's one
+  /// timer thread submits it at its deadline; timers due together fire in the order
+  /// they were set. Throws ``LanePoolError/shutDown`` after shutdown.
+  @discardableResult
+  public func asyncAfter(
+    deadline: DispatchTime, _ work: @escaping @Sendable () -> Void
+  ) throws(LanePoolError) -> TimerHandle {
+    let ctx = TaskBox.retain(work)
+    var id: UInt64 = 0
+    let rc = lanepool_lane_async_after(raw, deadline.uptimeNanoseconds, taskTrampoline, ctx, &id)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(code: rc)
+    }
+    return TimerHandle(core: core, id: id)
+  }
+
+  /// As ``asyncAfter(deadline:_:)``, `delay` from now.
+  @discardableResult
+  public func asyncAfter(
+    _ delay: Duration, _ work: @escaping @Sendable () -> Void
+  ) throws(LanePoolError) -> TimerHandle {
+    try asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay.nanosecondsClamped)), work)
+  }
+}
+
+extension LanePool {
+  /// Runs `work` on a lane of the band once `deadline` has passed (the lane is picked
+  /// when the timer fires).
+  @discardableResult
+  public func asyncAfter(
+    deadline: DispatchTime, qos: QoS, _ work: @escaping @Sendable () -> Void
+  ) throws(LanePoolError) -> TimerHandle {
+    let ctx = TaskBox.retain(work)
+    var id: UInt64 = 0
+    let rc = lanepool_async_after(core.raw, qos.c, deadline.uptimeNanoseconds, taskTrampoline, ctx, &id)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(code: rc)
+    }
+    return TimerHandle(core: core, id: id)
+  }
+}
+
+// MARK: - Groups
+
+/// Tracks a set of tasks, like `DispatchGroup`: `enter`/`leave` (or
+/// `Lane.async(group:)`), `notify` on a lane when the count reaches zero, `wait`.
+///
+/// Each `notify` fires exactly once, after every member that entered before the count
+/// last reached zero has left. Thread-safe.
+public final class LaneGroup: @unchecked Sendable {
+  // @unchecked: all state is guarded by `condition`.
+  private let condition = NSCondition()
+  private var count = 0
+  private var waiters: [(Lane, @Sendable () -> Void)] = []
+
+  public init() {}
+
+  public func enter() {
+    condition.lock()
+    count += 1
+    condition.unlock()
+  }
+
+  /// Leaves the group; more leaves than enters stop the program (as GCD does).
+  public func leave() {
+    condition.lock()
+    precondition(count > 0, "LaneGroup.leave() called more often than enter()")
+    count -= 1
+    var fire: [(Lane, @Sendable () -> Void)] = []
+    if count == 0 {
+      fire = waiters
+      waiters = []
+      condition.broadcast()
+    }
+    condition.unlock()
+    for (lane, work) in fire { submitNotify(lane, work) }
+  }
+
+  /// Runs `work` on `lane` when the group is empty: at once if it is empty now.
+  public func notify(on lane: Lane, _ work: @escaping @Sendable () -> Void) {
+    condition.lock()
+    if count == 0 {
+      condition.unlock()
+      submitNotify(lane, work)
+      return
+    }
+    waiters.append((lane, work))
+    condition.unlock()
+  }
+
+  /// Blocks until the group is empty.
+  public func wait() {
+    condition.lock()
+    while count > 0 { condition.wait() }
+    condition.unlock()
+  }
+
+  /// Blocks until the group is empty or `timeout` passes; true if it emptied.
+  public func wait(timeout: Duration) -> Bool {
+    let deadline = Date().addingTimeInterval(Double(timeout.nanosecondsClamped) / 1e9)
+    condition.lock()
+    defer { condition.unlock() }
+    while count > 0 {
+      if !condition.wait(until: deadline) { return count == 0 }
+    }
+    return true
+  }
+
+  private func submitNotify(_ lane: Lane, _ work: @escaping @Sendable () -> Void) {
+    do {
+      try lane.async(work)
+    } catch {
+      preconditionFailure("LaneGroup.notify: \(lane) refused the notification: \(error)")
+    }
+  }
+}
+
+extension Lane {
+  /// Submits `work` as a member of `group`: enter now, leave when it has run (or at
+  /// once, if the lane refuses it, before this throws).
+  public func async(group: LaneGroup, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
+    group.enter()
+    do {
+      try async {
+        work()
+        group.leave()
+      }
+    } catch {
+      group.leave()
+      throw error
+    }
+  }
+}
+
+// MARK: - Parallel for
+
+extension LanePool {
+  /// Calls `body(i)` for every `i` in `0..<iterations`, spread over the band's lanes
+  /// (and the calling thread, which takes part), and returns when all have run, like
+  /// `DispatchQueue.concurrentPerform`. Indices are handed out dynamically, one atomic
+  /// add each. Safe to call from a lane of the same band: that lane is not waited on.
+  public func concurrentPerform(
+    iterations: Int, qos: QoS = .userInitiated, _ body: @escaping @Sendable (Int) -> Void
+  ) {
+    guard iterations > 0 else { return }
+    let shared = ParallelFor(iterations: iterations, body: body)
+    let current = Lane.current
+    let helpers = lanes(for: qos).filter { $0 !== current }.prefix(max(0, iterations - 1))
+    for lane in helpers {
+      shared.group.enter()
+      do {
+        try lane.async {
+          shared.drain()
+          shared.group.leave()
+        }
+      } catch {
+        shared.group.leave()  // a refused helper is fine: the others and the caller cover it
+      }
+    }
+    shared.drain()
+    shared.group.wait()
+  }
+}
+
+final class ParallelFor: @unchecked Sendable {
+  // @unchecked: `next` is atomic, the rest is immutable.
+  let next = ManagedAtomicInt()
+  let iterations: Int
+  let body: @Sendable (Int) -> Void
+  let group = LaneGroup()
+  init(iterations: Int, body: @escaping @Sendable (Int) -> Void) {
+    self.iterations = iterations
+    self.body = body
+  }
+  func drain() {
+    while true {
+      let i = next.fetchAdd()
+      if i >= iterations { return }
+      body(i)
+    }
+  }
+}
+
+/// An atomic counter in a class, so closures can share it.
+final class ManagedAtomicInt: Sendable {
+  private let value = Atomic<Int>(0)
+  func fetchAdd() -> Int { value.add(1, ordering: .relaxed).oldValue }
+}

@@ -1,0 +1,136 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A drop-in for YYKit's `YYDispatchQueuePool`, on LanePool lanes instead of GCD
+/// serial queues: same initialiser, `queue()`, `defaultPool(for:)`, and the
+/// `YYDispatchQueueGetForQOS` free function, so call sites change only their import.
+///
+/// `queue()` returns a ``LaneQueue``, whose `async`/`sync`/`asyncAfter` have GCD's
+/// shapes (they do not throw: YY pools are never shut down while in use).
+public final class YYDispatchQueuePool: @unchecked Sendable {
+  // @unchecked: `lanes` and `pool` are immutable; `counter` is atomic.
+  /// YY's limit on `queueCount`.
+  public static let maxQueueCount = 32
+
+  public let name: String
+  public let queueCount: Int
+  public let qos: QualityOfService
+  private let lanes: [LaneQueue]
+  private let pool: LanePool
+  private let counter = Atomic<Int32>(0)
+
+  /// A pool of `queueCount` (1...32) serial lanes at `qos`, as YY's
+  /// `-initWithName:queueCount:qos:`; nil for a count out of range, as YY returns nil.
+  /// (The backing LanePool starts every band; only `qos`'s lanes are used.)
+  public init?(name: String?, queueCount: Int, qos: QualityOfService) {
+    guard (1...Self.maxQueueCount).contains(queueCount) else { return nil }
+    guard let pool = try? LanePool(name: name ?? "yypool", lanesPerBand: queueCount) else { return nil }
+    self.name = name ?? "yypool"
+    self.queueCount = queueCount
+    self.qos = qos
+    self.pool = pool
+    self.lanes = pool.lanes(for: QoS(qos)).map(LaneQueue.init)
+  }
+
+  private init(defaultFor qos: QualityOfService) {
+    pool = LanePool.default
+    name = "lanepool.default.\(QoS(qos))"
+    self.qos = qos
+    lanes = pool.lanes(for: QoS(qos)).map(LaneQueue.init)
+    queueCount = lanes.count
+  }
+
+  /// The next lane, round-robin (YY's `-queue`).
+  public func queue() -> LaneQueue {
+    var c = counter.wrappingAdd(1, ordering: .relaxed).oldValue
+    if c < 0 { c = -c }
+    return lanes[Int(c) % lanes.count]
+  }
+
+  /// The process-wide pool for a QoS (YY's `+defaultPoolForQOS:`), on LanePool's
+  /// default pool.
+  public static func defaultPool(for qos: QualityOfService) -> YYDispatchQueuePool {
+    defaults[QoS(qos).bandIndex]
+  }
+
+  private static let defaults: [YYDispatchQueuePool] = QoS.allCases.map { qos in
+    let fq: QualityOfService =
+      switch qos {
+      case .userInteractive: .userInteractive
+      case .userInitiated: .userInitiated
+      case .default: .default
+      case .utility: .utility
+      case .background: .background
+      }
+    return YYDispatchQueuePool(defaultFor: fq)
+  }
+
+  deinit {
+    if !pool.isDefault { _ = try? pool.shutdown(discardingQueued: false) }
+  }
+}
+
+/// YY's `YYDispatchQueueGetForQOS(qos)`: a lane of the default pool, round-robin.
+public func YYDispatchQueueGetForQOS(_ qos: QualityOfService) -> LaneQueue {
+  YYDispatchQueuePool.defaultPool(for: qos).queue()
+}
+
+/// A lane with `DispatchQueue`'s method shapes, for code moving from GCD line by line.
+/// The methods stop the program if the lane refuses work (its pool was shut down):
+/// use ``Lane`` directly where that can happen.
+public struct LaneQueue: Sendable, Hashable {
+  /// The lane underneath.
+  public let lane: Lane
+
+  public init(_ lane: Lane) { self.lane = lane }
+
+  public func async(execute work: @escaping @Sendable () -> Void) {
+    do { try lane.async(work) } catch { refused(error) }
+  }
+
+  /// As `DispatchQueue.async(group:execute:)`, with a GCD `DispatchGroup`.
+  public func async(group: DispatchGroup, execute work: @escaping @Sendable () -> Void) {
+    group.enter()
+    do {
+      try lane.async {
+        work()
+        group.leave()
+      }
+    } catch {
+      group.leave()
+      refused(error)
+    }
+  }
+
+  /// As `DispatchQueue.sync(execute:)`: returns the closure's value, rethrows its error.
+  public func sync<T>(execute work: () throws -> T) rethrows -> T {
+    try syncHelper(work, rescue: { throw $0 })
+  }
+
+  // Lane.sync throws both the closure's errors and its own; keep the first kind.
+  private func syncHelper<T>(_ work: () throws -> T, rescue: (any Error) throws -> T) rethrows -> T {
+    var closureError: (any Error)?
+    let value: T?
+    do {
+      value = try lane.sync { () -> T? in
+        do { return try work() } catch {
+          closureError = error
+          return nil
+        }
+      }
+    } catch {
+      refused(error)
+    }
+    if let closureError { return try rescue(closureError) }
+    return value!
+  }
+
+  public func asyncAfter(deadline: DispatchTime, execute work: @escaping @Sendable () -> Void) {
+    do { try lane.asyncAfter(deadline: deadline, work) } catch { refused(error) }
+  }
+
+  private func refused(_ error: any Error) -> Never {
+    fatalError("LanePool: \(lane) refused work (\(error)); was its pool shut down?")
+  }
+}
