@@ -4,6 +4,10 @@
  * A pool has five QoS bands; a band has N lanes; a lane is one pthread that runs
  * the tasks of one FIFO ring, one at a time, in submission order.
  *
+ * fork(): a pool's threads exist only in the process that created it. In a child,
+ * every call on such a pool returns EOWNERDEAD (nothing blocks, nothing is freed);
+ * the child may create new pools, and lanepool_default() gives it a new default pool.
+ *
  * Conventions, for every function below:
  *  - The return value is 0 on success or a positive errno value. errno itself is
  *    never used to report an error and is preserved across calls.
@@ -177,8 +181,9 @@ typedef enum lanepool_log_level {
   LANEPOOL_LOG_WARNING = 1,
 } lanepool_log_level_t;
 
-/** Receives LanePool's rare log lines (never on the hot path): for example the
- *  priority settings the kernel refused, once per pool. Called on the creating thread. */
+/** Receives LanePool's rare log lines (never on the hot path): the priority settings
+ *  the kernel refused, once per pool, on the creating thread during lanepool_create;
+ *  stalled lanes, on the pool's timer thread. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);
 
 /** Pool configuration. Always initialise with lanepool_config_init(). */
@@ -223,6 +228,11 @@ typedef struct lanepool_config {
   /** Log sink; NULL for none. */
   lanepool_log_fn log;
   void *log_arg;
+  /** Stall detector: a lane running one task longer than this is reported stalled
+   *  (lane info, and once per stall through `log`, which must then stay valid for
+   *  the pool's life). Checked by the timer thread every threshold/2, so a stall is
+   *  seen between 1x and 1.5x the threshold after its task started. 0 (default): off. */
+  uint64_t stall_threshold_ns;
 } lanepool_config_t;
 
 /** Fills `cfg` with defaults. Returns EINVAL if cfg is NULL. */
@@ -313,6 +323,15 @@ int lanepool_current_lane(lanepool_lane_t **out);
 int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
 /**
+ * As lanepool_lane_async, but when the lane is full (hard capacity) waits up to
+ * `timeout_ns` for room, polling with a backoff from 1 us to 1 ms. Returns 0;
+ * ETIMEDOUT (not accepted; the caller keeps ctx); and lanepool_lane_async's errors.
+ * Without hard capacity it never waits. Blocks at most about timeout_ns + 1 ms.
+ */
+int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                             uint64_t timeout_ns);
+
+/**
  * Band-level submit for unordered work: picks the less loaded of two lanes of the
  * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
  * plus EINVAL for a NULL pool or unknown qos.
@@ -394,6 +413,9 @@ typedef struct lanepool_lane_info {
   int cpu;                 /* pinned CPU, or -1 */
   int node;                /* NUMA node, or -1 when unknown */
   int placement_error;     /* errno of a failed pin/bind (then cpu is -1), or 0 */
+  int stalled;             /* 1 while the stall detector sees the current task overrun */
+  uint64_t stalled_ns;     /* how long the current task has run, when stalled */
+  uint64_t stalls;         /* stalls detected so far */
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane. 0 or EINVAL. Counters are read without stopping the lane. */

@@ -72,7 +72,7 @@ typedef struct lanepool__timers {
   lanepool__timer_entry *heap;
   size_t len, cap;
   uint64_t next_id;
-  bool started, closed, draining, stop, firing;
+  bool started, closed, draining, stop;
   pthread_t thread;
 } lanepool__timers;
 
@@ -88,6 +88,7 @@ struct lanepool_lane {
   char name[16];
   pthread_t thread;
   _Atomic(void *) userdata; /* [atomic: release/acquire] for the embedding layer */
+  uint64_t generation;      /* the fork generation the pool was created in */
   int cpu;                  /* pinned CPU or -1 */
   int node;                 /* NUMA node (NUMA placement) or -1 */
   bool lane_numa_owned;     /* this struct came from numa_alloc_onnode */
@@ -105,6 +106,7 @@ struct lanepool_lane {
   alignas(LANEPOOL__CACHE_LINE) uint64_t head; /* [cons] private */
   _Atomic uint64_t head_pub;  /* [cons, atomic: relaxed] copy of head, for depth */
   _Atomic uint64_t executed;  /* [cons, atomic: relaxed] */
+  _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
   _Atomic uint64_t busy_ns;   /* [cons, atomic: relaxed] */
   _Atomic int tid;            /* [cons, atomic: release at start, acquire in create] */
   _Atomic int running;        /* [cons, atomic: relaxed] */
@@ -114,6 +116,12 @@ struct lanepool_lane {
    * by the lane before its last emptiness check; seq_cst load + exchange by
    * producers after their seq_cst CAS / fetch_add] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t sleeping;
+
+  /* ---- stall detector state: [the timer thread only], `stalled*` atomic for info ---- */
+  uint64_t watch_started;      /* started_tasks at the last check */
+  uint64_t watch_since;        /* when that task was first seen running */
+  _Atomic uint64_t stalled_since; /* 0, or when the stalled task was first seen */
+  _Atomic uint64_t stalls;
 
   /* ---- overflow list, used when the ring is full (not with hard capacity) ---- */
   alignas(LANEPOOL__CACHE_LINE) pthread_mutex_t spill_lock;
@@ -146,6 +154,10 @@ struct lanepool {
   lanepool_placement_t placement;
   lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
   int allowed_cpus[64];        /* the creator's allowed CPUs (first 64), for the timer */
+  uint64_t generation;         /* fork generation at creation */
+  uint64_t stall_threshold_ns;
+  lanepool_log_fn log;
+  void *log_arg;
   uint32_t allowed_count;
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
@@ -189,7 +201,16 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 int lanepool__get_ioprio(pid_t tid);
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
 
+/* fork.c */
+extern _Atomic uint64_t lanepool__fork_generation;
+void lanepool__fork_init(void);
+static inline bool lanepool__forked(uint64_t generation) {
+  return __builtin_expect(
+      atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed) != generation, 0);
+}
+
 /* timer.c */
+int lanepool__timers_start(lanepool_t *pool);
 int lanepool__timers_init(lanepool__timers *t);
 void lanepool__timers_destroy(lanepool__timers *t);
 int lanepool__timers_close(lanepool_t *pool, bool cancel, lanepool__timer_entry **cancelled,

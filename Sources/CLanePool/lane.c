@@ -100,6 +100,10 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->cpu = where.cpu;
   lane->node = where.node;
   lane->policy = cfg->policy[band];
+  lane->generation = pool->generation;
+  atomic_init(&lane->started_tasks, 0);
+  atomic_init(&lane->stalled_since, 0);
+  atomic_init(&lane->stalls, 0);
   atomic_init(&lane->tail, 0);
   atomic_init(&lane->head_pub, 0);
   atomic_init(&lane->executed, 0);
@@ -244,6 +248,7 @@ static inline void wake_if_parked(lanepool_lane_t *lane) {
 }
 
 int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   int rc;
   if (lane->hard_capacity) {
     rc = ring_push(lane, fn, ctx);
@@ -347,6 +352,8 @@ void *lanepool__lane_main(void *arg) {
     }
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
+      /* started != executed while a task runs: what the stall detector watches. */
+      atomic_store_explicit(&lane->started_tasks, executed + 1, memory_order_relaxed);
       task.fn(task.ctx);
       atomic_store_explicit(&lane->executed, ++executed, memory_order_relaxed);
       continue;
@@ -402,6 +409,25 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
 int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   if (!lane || !fn) return EINVAL;
   return lanepool__lane_push(lane, fn, ctx);
+}
+
+int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                             uint64_t timeout_ns) {
+  if (!lane || !fn) return EINVAL;
+  int rc = lanepool__lane_push(lane, fn, ctx);
+  if (rc != EAGAIN) return rc;
+  uint64_t deadline = lanepool__now_ns() + timeout_ns;
+  uint64_t pause_ns = 1000;
+  for (;;) {
+    uint64_t now = lanepool__now_ns();
+    if (now >= deadline) return ETIMEDOUT;
+    uint64_t left = deadline - now;
+    uint64_t nap = pause_ns < left ? pause_ns : left;
+    struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000u), .tv_nsec = (long)(nap % 1000000000u)};
+    nanosleep(&ts, NULL);
+    if ((rc = lanepool__lane_push(lane, fn, ctx)) != EAGAIN) return rc;
+    if (pause_ns < 1000000) pause_ns *= 2;
+  }
 }
 
 int lanepool_current_lane(lanepool_lane_t **out) {
@@ -467,6 +493,10 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   out->cpu = l->applied.placement_error ? -1 : l->cpu;
   out->node = l->node >= 0 ? l->node : lanepool__node_of_cpu(out->cpu);
   out->placement_error = l->applied.placement_error;
+  uint64_t since = atomic_load_explicit(&l->stalled_since, memory_order_relaxed);
+  out->stalled = since != 0;
+  out->stalled_ns = since ? lanepool__now_ns() - since : 0;
+  out->stalls = atomic_load_explicit(&l->stalls, memory_order_relaxed);
   return 0;
 }
 

@@ -21,7 +21,9 @@ const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
 
 /* ---- registry of live pools ------------------------------------------------- */
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Not static: fork.c holds it across fork(). */
+pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+#define registry_lock lanepool__registry_lock
 static lanepool_t **registry;       /* [registry_lock] */
 static size_t registry_len, registry_cap;
 
@@ -104,6 +106,7 @@ static int validate(const lanepool_config_t *cfg) {
     return EINVAL;
   if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) return EINVAL;
   if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) return EINVAL;
+  if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) return EINVAL;
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     int rc = lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime);
     if (rc) return rc;
@@ -144,6 +147,7 @@ static void close_and_join(lanepool_t *pool, uint32_t count) {
 }
 
 static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
+  lanepool__fork_init();
   int rc = validate(cfg);
   if (rc) return rc;
   uint32_t per_band = cfg->lanes_per_band;
@@ -177,6 +181,10 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     return rc;
   }
   pool->placement = cfg->placement;
+  pool->generation = atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed);
+  pool->stall_threshold_ns = cfg->stall_threshold_ns;
+  pool->log = cfg->log;
+  pool->log_arg = cfg->log_arg;
   atomic_init(&pool->spinners, 0);
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
@@ -264,6 +272,12 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     free_pool(pool);
     return rc;
   }
+  if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) {
+    registry_take(pool);
+    close_and_join(pool, total);
+    free_pool(pool);
+    return rc;
+  }
   if (cfg->log) {
     char msg[2048];
     if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
@@ -287,8 +301,16 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   return create_pool(cfg, 0, out);
 }
 
-static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t lanepool__default_lock = PTHREAD_MUTEX_INITIALIZER;
+#define default_lock lanepool__default_lock
 static _Atomic(lanepool_t *) default_pool;
+
+/* In a fork child: the parent's default pool has no threads here; forget it (its
+ * memory is leaked on purpose: freeing could race nothing, but its lanes' state is
+ * the parent's). */
+void lanepool__forget_default_pool(void) {
+  atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
+}
 
 int lanepool_default(lanepool_t **out) {
   if (!out) return EINVAL;
@@ -322,6 +344,7 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
   if (!pool) return EINVAL;
   if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
   if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   if (pool->is_default) return EPERM;
   if (called_from_own_lane(pool)) return EDEADLK;
 
@@ -362,6 +385,7 @@ int lanepool_destroy(lanepool_t *pool) {
     if (registry[i] == pool) live = true;
   pthread_mutex_unlock(&registry_lock);
   if (!live) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   if (pool->is_default) return EPERM;
   if (called_from_own_lane(pool)) return EDEADLK;
   if (!registry_take(pool)) return EINVAL; /* a concurrent destroy won */
@@ -426,6 +450,7 @@ static inline uint64_t next_random(void) {
 int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   uint32_t n = pool->lanes_per_band;
   lanepool_lane_t **band = &pool->lanes[(uint32_t)b * n];
   lanepool_lane_t *pick = band[0];

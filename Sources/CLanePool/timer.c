@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <stdlib.h>
@@ -93,6 +94,41 @@ static void fire(lanepool_t *pool, const lanepool__timer_entry *e) {
   }
 }
 
+/* The stall detector: a lane whose current task (started != executed) is the same
+ * one seen at least stall_threshold_ns ago is stalled. Logs once per stall. */
+static void check_stalls(lanepool_t *pool, uint64_t now) {
+  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  for (uint32_t i = 0; i < total; i++) {
+    lanepool_lane_t *l = pool->lanes[i];
+    uint64_t started = atomic_load_explicit(&l->started_tasks, memory_order_relaxed);
+    uint64_t executed = atomic_load_explicit(&l->executed, memory_order_relaxed);
+    if (started == executed) { /* between tasks */
+      l->watch_started = started;
+      atomic_store_explicit(&l->stalled_since, 0, memory_order_relaxed);
+      continue;
+    }
+    if (started != l->watch_started) { /* a new task since the last look */
+      l->watch_started = started;
+      l->watch_since = now;
+      atomic_store_explicit(&l->stalled_since, 0, memory_order_relaxed);
+      continue;
+    }
+    if (now - l->watch_since >= pool->stall_threshold_ns &&
+        atomic_load_explicit(&l->stalled_since, memory_order_relaxed) == 0) {
+      atomic_store_explicit(&l->stalled_since, l->watch_since, memory_order_relaxed);
+      atomic_fetch_add_explicit(&l->stalls, 1, memory_order_relaxed);
+      if (pool->log) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "lanepool '%s': lane %s has been running one task for over %llu ms; its "
+                 "queue waits (the pool's other lanes are unaffected)",
+                 pool->name, l->name, (unsigned long long)(pool->stall_threshold_ns / 1000000));
+        pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+      }
+    }
+  }
+}
+
 static void *timer_main(void *arg) {
   lanepool_t *pool = arg;
   lanepool__timers *t = &pool->timers;
@@ -116,55 +152,81 @@ static void *timer_main(void *arg) {
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
   lanepool__timer_entry due[64];
+  uint64_t check_every = pool->stall_threshold_ns / 2;
+  uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
   pthread_mutex_lock(&t->lock);
   for (;;) {
     if (t->stop) break;
-    if (t->len == 0) {
-      if (t->draining) break; /* every pending timer has fired */
-      pthread_cond_wait(&t->cond, &t->lock);
-      continue;
-    }
+    if (t->len == 0 && t->draining) break; /* every pending timer has fired */
     uint64_t now = lanepool__now_ns();
-    if (t->heap[0].deadline > now) {
-      struct timespec ts = {.tv_sec = (time_t)(t->heap[0].deadline / 1000000000u),
-                            .tv_nsec = (long)(t->heap[0].deadline % 1000000000u)};
-      pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+    if (now >= next_check) {
+      pthread_mutex_unlock(&t->lock);
+      check_stalls(pool, now);
+      pthread_mutex_lock(&t->lock);
+      next_check = now + check_every;
       continue;
     }
-    size_t n = 0;
-    while (n < 64 && t->len > 0 && t->heap[0].deadline <= now) {
-      due[n++] = t->heap[0];
-      heap_remove(t, 0);
+    uint64_t wake = next_check;
+    if (t->len > 0 && t->heap[0].deadline <= now) {
+      size_t n = 0;
+      while (n < 64 && t->len > 0 && t->heap[0].deadline <= now) {
+        due[n++] = t->heap[0];
+        heap_remove(t, 0);
+      }
+      pthread_mutex_unlock(&t->lock);
+      for (size_t i = 0; i < n; i++) fire(pool, &due[i]);
+      pthread_mutex_lock(&t->lock);
+      continue;
     }
-    t->firing = true; /* cancel() of these answers EALREADY: they are being fired */
-    pthread_mutex_unlock(&t->lock);
-    for (size_t i = 0; i < n; i++) fire(pool, &due[i]);
-    pthread_mutex_lock(&t->lock);
-    t->firing = false;
+    if (t->len > 0 && t->heap[0].deadline < wake) wake = t->heap[0].deadline;
+    if (wake == UINT64_MAX) {
+      pthread_cond_wait(&t->cond, &t->lock);
+    } else {
+      struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000u),
+                            .tv_nsec = (long)(wake % 1000000000u)};
+      pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+    }
   }
   pthread_mutex_unlock(&t->lock);
   return NULL;
+}
+
+/* Caller holds t->lock. */
+static int start_locked(lanepool_t *pool) {
+  lanepool__timers *t = &pool->timers;
+  if (t->started) return 0;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&t->thread, NULL, timer_main, pool);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0) t->started = true;
+  return rc;
+}
+
+int lanepool__timers_start(lanepool_t *pool) {
+  pthread_mutex_lock(&pool->timers.lock);
+  int rc = start_locked(pool);
+  pthread_mutex_unlock(&pool->timers.lock);
+  return rc;
 }
 
 static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
                      lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   lanepool__timers *t = &pool->timers;
   pthread_mutex_lock(&t->lock);
+  if (lanepool__forked(pool->generation)) {
+    pthread_mutex_unlock(&t->lock);
+    return EOWNERDEAD;
+  }
   if (t->closed) {
     pthread_mutex_unlock(&t->lock);
     return ESHUTDOWN;
   }
-  if (!t->started) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&t->thread, NULL, timer_main, pool);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc) {
-      pthread_mutex_unlock(&t->lock);
-      return rc;
-    }
-    t->started = true;
+  int rc = start_locked(pool);
+  if (rc) {
+    pthread_mutex_unlock(&t->lock);
+    return rc;
   }
   if (t->len == t->cap) {
     size_t ncap = t->cap ? t->cap * 2 : 64;

@@ -40,6 +40,21 @@ public final class Lane: @unchecked Sendable {
     }
   }
 
+  /// As ``async(_:)``, but when the lane is full (a pool with hard capacity) waits up
+  /// to `timeout` for room (polling, 1 us to 1 ms backoff) instead of failing at once.
+  /// - Throws: ``LanePoolError/timedOut`` if there was no room in time (the closure is
+  ///   released, never run), or as ``async(_:)``.
+  public func async(
+    waitingUpTo timeout: Duration, _ work: @escaping @Sendable () -> Void
+  ) throws(LanePoolError) {
+    let ctx = TaskBox.retain(work)
+    let rc = lanepool_lane_async_wait(raw, taskTrampoline, ctx, timeout.nanosecondsClamped)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(code: rc)
+    }
+  }
+
   /// Runs `work` on this lane, after every task submitted before it, and returns its
   /// value; blocks the caller until then.
   ///
@@ -99,7 +114,9 @@ public final class Lane: @unchecked Sendable {
         ioPriority: AppliedSetting(c.ioprio), timerSlack: AppliedSetting(c.timer_slack),
         slice: AppliedSetting(c.slice)),
       cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
-      placementError: c.placement_error == 0 ? nil : c.placement_error)
+      placementError: c.placement_error == 0 ? nil : c.placement_error,
+      stalledFor: c.stalled != 0 ? .nanoseconds(Int64(clamping: c.stalled_ns)) : nil,
+      stalls: c.stalls)
   }
 }
 
@@ -134,6 +151,13 @@ public struct LaneInfo: Sendable, Hashable {
   public var numaNode: Int?
   /// The errno of a failed pin/bind (the lane then floats); nil if none.
   public var placementError: Int32?
+  /// With a stall detector: how long the current task has run, while it overruns the
+  /// threshold; nil otherwise.
+  public var stalledFor: Duration?
+  /// Stalls detected on this lane so far.
+  public var stalls: UInt64
+  /// True while the stall detector sees the current task overrun.
+  public var isStalled: Bool { stalledFor != nil }
 }
 
 // MARK: - Carrying closures through C

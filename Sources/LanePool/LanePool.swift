@@ -53,6 +53,10 @@ public final class LanePool: @unchecked Sendable {
     /// Receives the pool's rare log lines (priority refusals, once per pool; failed
     /// pinning), on the creating thread, during init. Never on the hot path.
     public var logHandler: (@Sendable (LogLevel, String) -> Void)? = nil
+    /// Stall detector: a lane running one task longer than this is reported in its
+    /// ``LaneInfo`` and once through `logHandler`. At least 1 ms; nil (default): off.
+    /// Costs one timer thread per pool, waking every threshold/2.
+    public var stallThreshold: Duration? = nil
 
     public init() {}
   }
@@ -120,6 +124,10 @@ public final class LanePool: @unchecked Sendable {
     cfg.hard_capacity = c.hardCapacity ? 1 : 0
     cfg.stack_size = c.stackSize ?? 0
     cfg.allow_realtime = c.allowRealtime ? 1 : 0
+    if let t = c.stallThreshold {
+      guard t >= .milliseconds(1) else { throw .invalidArgument("stallThreshold must be at least 1 ms, got \(t)") }
+      cfg.stall_threshold_ns = t.nanosecondsClamped
+    }
     withUnsafeMutableBytes(of: &cfg.policy) { raw in
       let table = raw.bindMemory(to: lanepool_band_policy_t.self)
       for (qos, p) in c.policies { table[qos.bandIndex] = p.c }
@@ -167,11 +175,11 @@ public final class LanePool: @unchecked Sendable {
         "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works")
     }
     guard rc == 0, let raw else { throw LanePoolError(code: rc, what: "pool configuration") }
-    self.init(raw: raw, isDefault: false)
+    self.init(raw: raw, isDefault: false, logBox: logBox)
   }
 
-  private init(raw: OpaquePointer, isDefault: Bool) {
-    let core = PoolCore(raw: raw, isDefault: isDefault)
+  private init(raw: OpaquePointer, isDefault: Bool, logBox: LogBox? = nil) {
+    let core = PoolCore(raw: raw, isDefault: isDefault, logBox: logBox)
     var info = lanepool_info_t()
     _ = lanepool_info(raw, &info)
     let perBand = Int(info.lanes_per_band)
@@ -379,9 +387,12 @@ func runOffCooperativePool<T: Sendable>(
 final class PoolCore: @unchecked Sendable {
   let raw: OpaquePointer
   let isDefault: Bool
-  init(raw: OpaquePointer, isDefault: Bool) {
+  /// The C pool may log (stalls) for as long as it lives: keep the handler alive.
+  let logBox: LogBox?
+  init(raw: OpaquePointer, isDefault: Bool, logBox: LogBox?) {
     self.raw = raw
     self.isDefault = isDefault
+    self.logBox = logBox
   }
   deinit {
     // Reached only after shutdown (until then each C lane retains its Lane, which

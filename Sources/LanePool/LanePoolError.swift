@@ -15,6 +15,11 @@ public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
   /// The feature is not in this build or on this machine (NUMA placement without
   /// libnuma); the message says what. `ENOTSUP`.
   case unsupported(String)
+  /// The pool was created before this process forked; its threads exist only in the
+  /// parent. Create a new pool in the child. `EOWNERDEAD`.
+  case forked
+  /// A bounded-wait submit found no room before its timeout. `ETIMEDOUT`.
+  case timedOut
   /// Any other errno from the system (for example `ENOMEM`, or `EAGAIN` from thread creation).
   case system(errno: Int32)
 
@@ -27,6 +32,8 @@ public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
     case .notPermitted: "LanePool: the default pool cannot be shut down"
     case .cancelled: "LanePool: the task was cancelled by a shutdown before it ran"
     case .unsupported(let what): "LanePool: not supported: \(what)"
+    case .forked: "LanePool: the pool belongs to the parent process (used after fork()); create a new pool in the child"
+    case .timedOut: "LanePool: no room in the lane before the timeout; the task was not accepted"
     case .system(let e): "LanePool: system error \(e)"
     }
   }
@@ -44,6 +51,8 @@ enum Errno {
   static let ESHUTDOWN: Int32 = 108
   static let ECANCELED: Int32 = 125
   static let ENOTSUP: Int32 = 95
+  static let EOWNERDEAD: Int32 = 130
+  static let ETIMEDOUT: Int32 = 110
 }
 
 extension LanePoolError {
@@ -57,6 +66,8 @@ extension LanePoolError {
     case Errno.EPERM: self = .notPermitted
     case Errno.ECANCELED: self = .cancelled
     case Errno.ENOTSUP: self = .unsupported(what())
+    case Errno.EOWNERDEAD: self = .forked
+    case Errno.ETIMEDOUT: self = .timedOut
     default: self = .system(errno: code)
     }
   }

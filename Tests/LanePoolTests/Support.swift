@@ -77,3 +77,10 @@ func recordChildFailure(_ result: ExitTest.Result?, sourceLocation: SourceLocati
     "child said: \(String(decoding: result.standardErrorContent, as: UTF8.self))",
     sourceLocation: sourceLocation)
 }
+
+/// True in a build with AddressSanitizer or ThreadSanitizer (their runtimes export
+/// these symbols).
+let runningUnderSanitizer: Bool = {
+  let all = UnsafeMutableRawPointer(bitPattern: 0)  // RTLD_DEFAULT
+  return dlsym(all, "__asan_init") != nil || dlsym(all, "__tsan_init") != nil
+}()
