@@ -180,14 +180,9 @@ struct BadInputTests {
     #expect(pool.isShutDown)
     let ran = Counter()
     let released = Counter()
-    final class Token: Sendable {
-      let c: Counter
-      init(_ c: Counter) { self.c = c }
-      deinit { c.bump() }
-    }
     do {
-      let t1 = Token(released)
-      let t2 = Token(released)
+      let t1 = ReleaseToken(released)
+      let t2 = ReleaseToken(released)
       #expect(throws: LanePoolError.shutDown) { try lane.async { _ = t1; ran.bump() } }
       #expect(throws: LanePoolError.shutDown) { try pool.async(qos: .utility) { _ = t2; ran.bump() } }
       #expect(throws: LanePoolError.shutDown) { try lane.sync { ran.bump() } }

@@ -156,11 +156,6 @@ struct ConcurrencyTests {
   func timersAtShutdown() async throws {
     let ran = Counter()
     let released = Counter()
-    final class Token: Sendable {
-      let c: Counter
-      init(_ c: Counter) { self.c = c }
-      deinit { c.bump() }
-    }
     let drainPool = try LanePool(name: uniqueName("tdr"), lanesPerBand: 1)
     try drainPool.asyncAfter(deadline: .now() + .milliseconds(30), qos: .utility) { ran.bump() }
     try await drainPool.shutdownGracefully()
@@ -168,7 +163,7 @@ struct ConcurrencyTests {
 
     let cancelPool = try LanePool(name: uniqueName("tcn"), lanesPerBand: 1)
     do {
-      let token = Token(released)
+      let token = ReleaseToken(released)
       try cancelPool.queue(for: .default).asyncAfter(.seconds(3600)) { _ = token; ran.bump() }
     }
     let discarded = try cancelPool.shutdown(discardingQueued: true)

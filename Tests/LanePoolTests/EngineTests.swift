@@ -123,14 +123,9 @@ struct EngineTests {
     let pool = try LanePool(name: uniqueName("cncl"), lanesPerBand: 2, ringCapacity: 16)
     let ran = Counter()
     let freed = Counter()
-    final class Token: Sendable {
-      let freed: Counter
-      init(_ f: Counter) { freed = f }
-      deinit { freed.bump() }
-    }
     var accepted = 0
     for i in 0..<5_000 {
-      let token = Token(freed)
+      let token = ReleaseToken(freed)
       try pool.async(qos: QoS.allCases[i % 5]) {
         _ = token
         usleep(50)
@@ -252,13 +247,8 @@ struct EngineTests {
     #expect(eventually { lane.info.depth == 0 })  // the blocker was taken off the ring
     for _ in 0..<4 { try lane.async { ran.bump() } }
     let released = Counter()
-    final class Token: Sendable {
-      let c: Counter
-      init(_ c: Counter) { self.c = c }
-      deinit { c.bump() }
-    }
     do {
-      let token = Token(released)
+      let token = ReleaseToken(released)
       #expect(throws: LanePoolError.full) { try lane.async { _ = token; ran.bump() } }
     }
     #expect(released.count == 1)

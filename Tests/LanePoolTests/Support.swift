@@ -84,3 +84,10 @@ let runningUnderSanitizer: Bool = {
   let all = UnsafeMutableRawPointer(bitPattern: 0)  // RTLD_DEFAULT
   return dlsym(all, "__asan_init") != nil || dlsym(all, "__tsan_init") != nil
 }()
+
+/// Bumps `counter` when released: shows a closure that captured it was freed.
+final class ReleaseToken: Sendable {
+  let counter: Counter
+  init(_ counter: Counter) { self.counter = counter }
+  deinit { counter.bump() }
+}
