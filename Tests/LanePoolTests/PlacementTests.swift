@@ -95,13 +95,9 @@ struct PlacementTests {
   @Test("restricted affinity (like taskset -c N): cores placement uses only the allowed CPU")
   func restrictedAffinity() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
-      if let failure = restrictedAffinityCheck() {
-        FileHandle.standardError.write(Data(failure.utf8))
-        exit(1)
-      }
-      exit(0)
+      reportVerdictAndExit(restrictedAffinityCheck())
     }
-    recordChildFailure(result)
+    recordChildVerdict(result)
   }
 
   @Test("NUMA plan, 2 nodes x 4 CPUs: lanes split evenly, ties to the lower node")

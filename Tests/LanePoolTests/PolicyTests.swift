@@ -149,13 +149,9 @@ struct PolicyTests {
   @Test("unprivileged: the pool starts, refusals are recorded and logged once, band order holds")
   func unprivileged() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
-      if let failure = unprivilegedPoolCheck() {
-        FileHandle.standardError.write(Data(failure.utf8))
-        exit(1)
-      }
-      exit(0)
+      reportVerdictAndExit(unprivilegedPoolCheck())
     }
-    recordChildFailure(result)
+    recordChildVerdict(result)
   }
 }
 
