@@ -30,9 +30,10 @@ let package = Package(
       dependencies: ["CLanePool"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
+    .target(name: "CBenchSupport", path: "Sources/CBenchSupport"),
     .executableTarget(
       name: "lanepool-bench",
-      dependencies: ["LanePool", "CLanePool"],
+      dependencies: ["LanePool", "CLanePool", "CBenchSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     // Raw syscalls the tests use to check LanePool independently of its own code.

@@ -1,20 +1,20 @@
-// lanepool-bench: LanePool side by side with a YYDispatchQueuePool port over GCD, in
-// one process, on the same workloads. Run: swift run -c release lanepool-bench
+// lanepool-bench: LanePool side by side with GCD and Swift's default executor, in one
+// process, on the same workloads. Run: swift run -c release lanepool-bench
 import CLanePool
 import Dispatch
 import Foundation
 import LanePool
-import Synchronization
-
-// MARK: - Options
 
 struct Options {
+  var quick = false
   var tasks = 1_000_000
   var rounds = 5
-  var fifoTasks = 400_000
+  var latencySamples = 20_000
   var probes = 2_000
+  var fifoTasks = 400_000
   var json: String? = nil
-  var workloads: Set<String> = ["w1", "w4", "w6"]
+  var workloads: Set<String> = ["w1", "w2", "w3", "w4", "w5", "w6", "w7", "floor"]
+  var compareSpin = false
 
   static func parse(_ args: [String]) -> Options {
     var o = Options()
@@ -22,21 +22,27 @@ struct Options {
     while let a = it.next() {
       switch a {
       case "--quick":
+        o.quick = true
         o.tasks = 100_000
         o.rounds = 3
-        o.fifoTasks = 40_000
+        o.latencySamples = 2_000
         o.probes = 300
+        o.fifoTasks = 40_000
       case "--tasks": o.tasks = Int(it.next() ?? "") ?? o.tasks
       case "--rounds": o.rounds = max(1, Int(it.next() ?? "") ?? o.rounds)
+      case "--probes": o.probes = max(10, Int(it.next() ?? "") ?? o.probes)
       case "--json": o.json = it.next()
       case "--workloads": o.workloads = Set((it.next() ?? "").split(separator: ",").map(String.init))
-      case "--compare-spin": break  // read where the extra subject is built
-      case "--probes": o.probes = max(10, Int(it.next() ?? "") ?? o.probes)
+      case "--compare-spin": o.compareSpin = true
       case "-h", "--help":
-        print("usage: lanepool-bench [--quick] [--tasks N] [--rounds N] [--json FILE] [--compare-spin]")
+        print(
+          """
+          usage: lanepool-bench [--quick] [--workloads w1,w2,w3,w4,w5,w6,w7,floor] [--json FILE]
+                                [--tasks N] [--rounds N] [--probes N] [--compare-spin]
+          """)
         exit(0)
       default:
-        FileHandle.standardError.write("unknown option \(a)\n".data(using: .utf8)!)
+        FileHandle.standardError.write(Data("unknown option \(a)\n".utf8))
         exit(2)
       }
     }
@@ -45,15 +51,7 @@ struct Options {
 }
 
 let options = Options.parse(CommandLine.arguments)
-
-// MARK: - Helpers
-
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-func median(_ xs: [Double]) -> Double {
-  let s = xs.sorted()
-  return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-}
+let run = options.workloads
 
 func shell(_ cmd: String) -> String {
   let p = Process()
@@ -63,337 +61,185 @@ func shell(_ cmd: String) -> String {
   p.standardOutput = pipe
   try? p.run()
   p.waitUntilExit()
-  let data = pipe.fileHandleForReading.readDataToEndOfFile()
-  return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+  return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    .trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-/// Counts finished tasks; the one that finishes the last signals the waiter.
-final class Completion: Sendable {
-  let done = Atomic<Int>(0)
-  let target: Int
-  let sem = DispatchSemaphore(value: 0)
-  init(target: Int) { self.target = target }
-  @inline(__always) func tick() {
-    if done.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue == target { sem.signal() }
-  }
+func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+func row(_ cells: [String], _ widths: [Int]) -> String {
+  "| " + zip(cells, widths).map { pad($0, $1) }.joined(separator: " | ") + " |"
 }
-
-// For the C function-pointer subject: a plain C-callable function, context = Completion.
-let cTick: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
-  Unmanaged<Completion>.fromOpaque(ctx!).takeUnretainedValue().tick()
+func header(_ cells: [String], _ widths: [Int]) {
+  print(row(cells, widths))
+  print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|")
 }
+func f1(_ x: Double) -> String { String(format: "%.1f", x) }
+func ratio(_ x: Double, _ base: Double) -> String { String(format: "%.2fx", x / base) }
+func mps(_ x: Double) -> String { String(format: "%.2fM/s", x / 1e6) }
 
-// MARK: - Subjects
-
-let lanes = YYDispatchQueuePool.defaultQueueCount()
-let yy = YYDispatchQueuePool(name: "bench.yy", queueCount: lanes, qos: .userInitiated)
-// Experiments behind docs/priorities.md (the defaults are the library's table):
-//   LANEPOOL_BENCH_BG=idle|other|batch  scheduler of the background band
-//   LANEPOOL_BENCH_UI_SLICE_US=N        EEVDF slice of userInteractive (0: none)
-let benchPolicies: [QoS: BandPolicy] = {
-  let env = ProcessInfo.processInfo.environment
-  var p: [QoS: BandPolicy] = [:]
-  if let sched = env["LANEPOOL_BENCH_BG"] {
-    var bg = BandPolicy.default(for: .background)
-    bg.scheduler = sched == "idle" ? .idle : sched == "other" ? .other : .batch
-    p[.background] = bg
-  }
-  if let us = env["LANEPOOL_BENCH_UI_SLICE_US"].flatMap(Int.init) {
-    var ui = BandPolicy.default(for: .userInteractive)
-    ui.slice = us == 0 ? nil : .microseconds(us)
-    p[.userInteractive] = ui
-  }
-  return p
-}()
-let pool = try LanePool(name: "bench", lanesPerBand: lanes, policies: benchPolicies)
-func makeCPool(_ name: String, maxSpinning: UInt32 = 0) -> OpaquePointer {
-  var cfg = lanepool_config_t()
-  lanepool_config_init(&cfg)
-  cfg.lanes_per_band = UInt32(lanes)
-  cfg.max_spinning_lanes = maxSpinning
-  var p: OpaquePointer?
-  let rc = name.withCString { name in
-    cfg.name = name
-    return lanepool_create(&cfg, &p)
-  }
-  guard rc == 0, let p else { fatalError("lanepool_create: \(rc)") }
-  return p
+// Start every pool now: they are lazy globals, and W5 counts threads created mid-run.
+_ = (lanePool.name, cPool, yyPools.count)
+var subjects = allSubjects
+let uncappedPool: OpaquePointer? = options.compareSpin ? makeCPool("benchu", maxSpinning: LANEPOOL_SPIN_UNLIMITED) : nil
+if let p = uncappedPool {
+  subjects.append(
+    Subject(
+      name: "C fn, spin uncapped", submitMany: { n, q, c in cSubmitMany(p, n, q, c) }, probe: laneC.probe,
+      run: laneC.run, serialLanes: true))
 }
-nonisolated(unsafe) let cPool = makeCPool("benchc")
-// Only with --compare-spin: the same engine with no cap on spinning lanes.
-nonisolated(unsafe) let cPoolUnlimited: OpaquePointer? =
-  CommandLine.arguments.contains("--compare-spin") ? makeCPool("benchu", maxSpinning: LANEPOOL_SPIN_UNLIMITED) : nil
-
-@MainActor func cSubmit(_ p: OpaquePointer, _ n: Int, _ c: Completion) {
-  let raw = Unmanaged.passUnretained(c).toOpaque()
-  for _ in 0..<n {
-    var lane: OpaquePointer?
-    _ = lanepool_next_lane(p, LANEPOOL_QOS_USER_INITIATED, &lane)
-    if lanepool_lane_async(lane, cTick, raw) != 0 { fatalError("C submit refused") }
-  }
-}
-
-struct Subject {
-  let name: String
-  /// Submits `n` tasks that each call `c.tick()`.
-  let submit: (_ n: Int, _ c: Completion) -> Void
-}
-
-let subjects: [Subject] = [
-  Subject(name: "GCD YY pool") { n, c in
-    for _ in 0..<n { yy.queue().async { c.tick() } }
-  },
-  Subject(name: "LanePool Swift") { n, c in
-    for _ in 0..<n { try! pool.queue(for: .userInitiated).async { c.tick() } }
-  },
-  // A pool driven through the C API only: round-robin lane, function pointer task.
-  Subject(name: "LanePool C fn") { n, c in cSubmit(cPool, n, c) },
-] + (cPoolUnlimited.map { p in [Subject(name: "C fn, spin uncapped") { n, c in cSubmit(p, n, c) }] } ?? [])
-
-// MARK: - W1: throughput, one producer
-
-func throughput(_ s: Subject, tasks: Int) -> Double {
-  let c = Completion(target: tasks)
-  let t0 = now()
-  s.submit(tasks, c)
-  c.sem.wait()
-  let t1 = now()
-  return Double(tasks) / (Double(t1 - t0) / 1e9)
-}
-
-// MARK: - W6: per-lane FIFO
-
-/// Submits numbered tasks round-robin; each lane checks its numbers only increase.
-/// Returns the number of tasks that ran out of order (must be 0) and how many ran.
-final class FifoCheck: @unchecked Sendable {
-  // @unchecked: slot i is touched only by tasks of queue i, which run one at a time.
-  let last: UnsafeMutablePointer<Int>
-  let violations = Atomic<Int>(0)
-  let ran = Atomic<Int>(0)
-  init(queues: Int) {
-    last = .allocate(capacity: queues)
-    last.initialize(repeating: -1, count: queues)
-  }
-  deinit { last.deallocate() }
-  func check(queue: Int, seq: Int) {
-    if seq <= last[queue] { violations.add(1, ordering: .relaxed) }
-    last[queue] = seq
-    ran.add(1, ordering: .relaxed)
-  }
-}
-
-func fifo(_ name: String, tasks: Int) -> (violations: Int, ran: Int) {
-  let check = FifoCheck(queues: lanes)
-  let c = Completion(target: tasks)
-  for seq in 0..<tasks {
-    switch name {
-    case "GCD YY pool":
-      let q = yy.queue()
-      let qi = yy.queues.firstIndex { $0 === q }!
-      q.async {
-        check.check(queue: qi, seq: seq)
-        c.tick()
-      }
-    default:
-      let lane = pool.queue(for: .userInitiated)
-      let qi = lane.index
-      try! lane.async {
-        check.check(queue: qi, seq: seq)
-        c.tick()
-      }
-    }
-  }
-  c.sem.wait()
-  return (check.violations.load(ordering: .relaxed), check.ran.load(ordering: .relaxed))
-}
-
-// MARK: - W4: priority isolation
-
-/// Busy-spins for `ns` nanoseconds of wall time: the CPU-bound background work.
-@inline(never) func spin(ns: UInt64) {
-  let end = now() + ns
-  var x: UInt64 = 0
-  while now() < end { x &+= 1 }
-  if x == 42 { print("") }
-}
-
-/// Probe latencies (submit -> start), written by one task each.
-final class Samples: @unchecked Sendable {
-  // @unchecked: slot i is written by probe task i only, read after all have run.
-  let ns: UnsafeMutablePointer<UInt64>
-  let count: Int
-  init(count: Int) {
-    self.count = count
-    ns = .allocate(capacity: count)
-    ns.initialize(repeating: 0, count: count)
-  }
-  deinit { ns.deallocate() }
-  func percentile(_ p: Double) -> Double {
-    let s = (0..<count).map { ns[$0] }.sorted()
-    return Double(s[min(count - 1, Int(Double(count) * p))]) / 1000
-  }
-}
-
-struct PrioritySubject: Sendable {
-  let name: String
-  /// Submits one userInteractive probe task.
-  let probe: @Sendable (@escaping @Sendable () -> Void) -> Void
-  /// Submits one background task.
-  let background: @Sendable (@escaping @Sendable () -> Void) -> Void
-}
-
-// The same table without the EEVDF slice (what kernels before 6.12 get): the
-// before/after of that lever, side by side in one run.
-let noSlicePool: LanePool = {
-  var ui = BandPolicy.default(for: .userInteractive)
-  ui.slice = nil
-  var p = benchPolicies
-  p[.userInteractive] = ui
-  return try! LanePool(name: "bench-ns", lanesPerBand: lanes, policies: p)
-}()
-
-let yyInteractive = YYDispatchQueuePool(name: "bench.yy.ui", queueCount: lanes, qos: .userInteractive)
-let yyBackground = YYDispatchQueuePool(name: "bench.yy.bg", queueCount: lanes, qos: .background)
-
-let prioritySubjects: [PrioritySubject] = [
-  PrioritySubject(
-    name: "GCD YY pool", probe: { yyInteractive.queue().async(execute: $0) },
-    background: { yyBackground.queue().async(execute: $0) }),
-  PrioritySubject(
-    name: "LanePool Swift", probe: { try! pool.queue(for: .userInteractive).async($0) },
-    background: { try! pool.queue(for: .background).async($0) }),
-  PrioritySubject(
-    name: "LanePool, no slice", probe: { try! noSlicePool.queue(for: .userInteractive).async($0) },
-    background: { try! noSlicePool.queue(for: .background).async($0) }),
-]
-
-/// Keeps `4 x lanes` background tasks of 2 ms queued while `probes` userInteractive
-/// tasks are submitted 1 ms apart; returns the probes' submit -> start latencies.
-func priorityIsolation(_ s: PrioritySubject, probes: Int, loaded: Bool) -> (Samples, bgPerSecond: Double) {
-  let samples = Samples(count: probes)
-  final class Load: Sendable {
-    let running = Atomic<Bool>(true)
-    let live = Atomic<Int>(0)
-    let completed = Atomic<Int>(0)
-  }
-  let load = Load()
-  if loaded {
-    let chains = 4 * lanes
-    load.live.store(chains, ordering: .relaxed)
-    @Sendable func chain() {
-      spin(ns: 2_000_000)
-      load.completed.add(1, ordering: .relaxed)
-      if load.running.load(ordering: .relaxed) {
-        s.background(chain)
-      } else {
-        load.live.subtract(1, ordering: .relaxed)
-      }
-    }
-    for _ in 0..<chains { s.background(chain) }
-    usleep(20_000)  // let the load settle on every core
-  }
-  let done = Completion(target: probes)
-  let bgBefore = load.completed.load(ordering: .relaxed)
-  let start = now()
-  for i in 0..<probes {
-    let t0 = now()
-    s.probe {
-      samples.ns[i] = now() - t0
-      done.tick()
-    }
-    usleep(1000)
-  }
-  done.sem.wait()
-  let bgDone = load.completed.load(ordering: .relaxed) - bgBefore
-  let seconds = Double(now() - start) / 1e9
-  load.running.store(false, ordering: .relaxed)
-  while load.live.load(ordering: .relaxed) > 0 { usleep(1000) }
-  return (samples, Double(bgDone) / seconds)
-}
-
-// MARK: - Run
+let base = gcdYY.name
+var json: [String: Any] = [:]
 
 let machine = "nproc \(shell("nproc")), kernel \(shell("uname -r")), \(shell("uname -m"))"
-print("lanepool-bench: \(machine); \(lanes) lanes per band / YY queues; W1 \(options.tasks) tasks, median of \(options.rounds) after a warm-up")
+print("lanepool-bench: \(machine); \(lanesPerBand) lanes per band / YY queues per QoS")
+print("ratios are LanePool (or any subject) / \(base); for latencies lower is better")
+json["machine"] = machine
+json["lanes_per_band"] = lanesPerBand
+json["quick"] = options.quick
 
-let run = options.workloads
-func fmt(_ x: Double) -> String { String(format: "%.2fM/s", x / 1e6) }
-func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
+// MARK: W1, W2
 
-var w1: [String: Double] = [:]
-if run.contains("w1") {
-  for s in subjects { _ = throughput(s, tasks: max(options.tasks / 10, 1000)) }  // warm-up
+for (key, producers) in [("w1", 1), ("w2", 2)] where run.contains(key) {
+  let per = options.tasks / producers
+  for s in subjects { _ = throughput(s, producers: producers, perProducer: max(per / 10, 1000)) }  // warm-up
   var samples: [String: [Double]] = [:]
   for _ in 0..<options.rounds {
-    for s in subjects { samples[s.name, default: []].append(throughput(s, tasks: options.tasks)) }
+    for s in subjects { samples[s.name, default: []].append(throughput(s, producers: producers, perProducer: per)) }
   }
-  for s in subjects { w1[s.name] = median(samples[s.name]!) }
-}
-
-var fifoResults: [String: (Int, Int)] = [:]
-if run.contains("w6") {
-  for name in ["GCD YY pool", "LanePool Swift"] { fifoResults[name] = fifo(name, tasks: options.fifoTasks) }
-}
-
-var w4: [String: (idle50: Double, idle99: Double, load50: Double, load99: Double, bg: Double)] = [:]
-if run.contains("w4") {
-  for s in prioritySubjects {
-    let idle = priorityIsolation(s, probes: options.probes, loaded: false).0
-    let (loaded, bg) = priorityIsolation(s, probes: options.probes, loaded: true)
-    w4[s.name] = (idle.percentile(0.5), idle.percentile(0.99), loaded.percentile(0.5), loaded.percentile(0.99), bg)
-  }
-}
-
-let base = w1["GCD YY pool"] ?? .nan
-if run.contains("w1") || run.contains("w6") {
+  let med = samples.mapValues(median)
   print("")
-  print("| subject        | W1 1-producer throughput | vs GCD YY pool | W6 per-lane FIFO |")
-  print("|----------------|--------------------------|----------------|------------------|")
+  print("\(key.uppercased()) throughput: \(producers) producer(s) x \(per) tiny tasks to userInitiated, round-robin; median of \(options.rounds) after a warm-up")
+  let w = [22, 12, 10, 22]
+  header(["subject", "tasks/s", "vs GCD YY", "all rounds (M/s)"], w)
   for s in subjects {
-    let f = fifoResults[s.name].map { $0.0 == 0 && $0.1 == options.fifoTasks ? "ok (\($0.1) tasks)" : "FAILED: \($0.0) out of order, \($0.1) ran" } ?? (run.contains("w6") ? "(same lanes as Swift)" : "-")
-    let t = w1[s.name].map { (fmt($0), String(format: "%.2fx", $0 / base)) } ?? ("-", "-")
-    print("| \(pad(s.name, 14)) | \(pad(t.0, 24)) | \(pad(t.1, 14)) | \(pad(f, 16)) |")
+    print(row([s.name, mps(med[s.name]!), ratio(med[s.name]!, med[base]!), samples[s.name]!.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " ")], w))
   }
+  json[key] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["median_tasks_per_s": med[$0.name]!, "rounds": samples[$0.name]!, "ratio_vs_gcd_yy": med[$0.name]! / med[base]!]) })
 }
 
-if run.contains("w4") {
+// MARK: W3 and the floor
+
+if run.contains("floor") {
+  let cross = conditionVariableFloor(samples: options.latencySamples, sameCore: false)
+  let same = conditionVariableFloor(samples: options.latencySamples, sameCore: true)
   print("")
-  print("W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us);")
-  print("loaded = background band kept saturated with 2 ms CPU-bound tasks, \(4 * lanes) queued")
-  print("bg/s = 2 ms background tasks completed per second while loaded (\(lanes) cores: at most \(lanes * 500)/s)")
-  print("| subject        | idle p50 | idle p99 | loaded p50 | loaded p99 | loaded p99 / idle p99 | loaded p99 vs GCD | bg/s  |")
-  print("|----------------|----------|----------|------------|------------|-----------------------|-------------------|-------|")
-  let gcdLoaded99 = w4["GCD YY pool"]!.load99
-  for s in prioritySubjects {
-    let r = w4[s.name]!
-    func us(_ x: Double) -> String { String(format: "%.1f", x) }
-    print("| \(pad(s.name, 14)) | \(pad(us(r.idle50), 8)) | \(pad(us(r.idle99), 8)) | \(pad(us(r.load50), 10)) | \(pad(us(r.load99), 10)) | \(pad(String(format: "%.2fx", r.load99 / r.idle99), 21)) | \(pad(String(format: "%.2fx", r.load99 / gcdLoaded99), 17)) | \(pad(String(format: "%.0f", r.bg), 5)) |")
+  print("Platform floor: raw pthread condition-variable wake, \(options.latencySamples) samples 20 us apart (us)")
+  let w = [22, 8, 8, 8]
+  header(["threads", "p50", "p99", "p99.9"], w)
+  print(row(["waiter and waker: 2 cores", f1(cross.p50), f1(cross.p99), f1(cross.p999)], w))
+  print(row(["waiter and waker: 1 core", f1(same.p50), f1(same.p99), f1(same.p999)], w))
+  json["floor"] = ["cross_core": ["p50_us": cross.p50, "p99_us": cross.p99, "p999_us": cross.p999], "same_core": ["p50_us": same.p50, "p99_us": same.p99, "p999_us": same.p999]]
+}
+
+if run.contains("w3") {
+  var res: [String: Percentiles] = [:]
+  for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
+  for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
+  print("")
+  print("W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)")
+  let w = [22, 8, 8, 8, 12, 12]
+  header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY"], w)
+  for s in subjects {
+    let r = res[s.name]!
+    print(row([s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, res[base]!.p50), ratio(r.p99, res[base]!.p99)], w))
   }
+  json["w3"] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["p50_us": res[$0.name]!.p50, "p99_us": res[$0.name]!.p99, "p999_us": res[$0.name]!.p999]) })
+}
+
+// MARK: W4
+
+if run.contains("w4") {
+  // The same table without the EEVDF slice (what kernels before 6.12 get), side by side.
+  var ui = BandPolicy.default(for: .userInteractive)
+  ui.slice = nil
+  var noSlicePolicies = benchPolicies
+  noSlicePolicies[.userInteractive] = ui
+  let noSlicePool = try LanePool(name: "bench-ns", lanesPerBand: lanesPerBand, policies: noSlicePolicies)
+  let noSlice = Subject(
+    name: "LanePool, no slice", submitMany: { _, _, _ in },
+    probe: { qos, slot in
+      let bits = UInt(bitPattern: slot)
+      try! noSlicePool.queue(for: qos).async { stamp(bits) }
+    },
+    run: { qos, work in try! noSlicePool.queue(for: qos).async(work) }, serialLanes: true)
+  let w4Subjects = [gcdYY, gcdGlobal, swiftTask, laneSwift, noSlice]
+  var res: [String: IsolationResult] = [:]
+  for s in w4Subjects { res[s.name] = priorityIsolation(s, probes: options.probes) }
+  try noSlicePool.shutdown(discardingQueued: false)
+  print("")
+  print("W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us); loaded: the background")
+  print("band kept saturated by 2 ms CPU-bound tasks, \(4 * lanesPerBand) queued; bg/s: background tasks done per second (max \(lanesPerBand * 500))")
+  let w = [22, 9, 9, 10, 10, 13, 12, 6]
+  header(["subject", "idle p50", "idle p99", "load p50", "load p99", "load/idle p99", "p99 vs YY", "bg/s"], w)
+  for s in w4Subjects {
+    let r = res[s.name]!
+    print(row([s.name, f1(r.idle.p50), f1(r.idle.p99), f1(r.loaded.p50), f1(r.loaded.p99), ratio(r.loaded.p99, r.idle.p99), ratio(r.loaded.p99, res[base]!.loaded.p99), String(format: "%.0f", r.backgroundTasksPerSecond)], w))
+  }
+  json["w4"] = Dictionary(uniqueKeysWithValues: w4Subjects.map { s in
+    let r = res[s.name]!
+    return (s.name, ["idle_p50_us": r.idle.p50, "idle_p99_us": r.idle.p99, "loaded_p50_us": r.loaded.p50, "loaded_p99_us": r.loaded.p99, "background_per_s": r.backgroundTasksPerSecond])
+  })
+}
+
+// MARK: W5
+
+if run.contains("w5") {
+  var res: [String: BlockingResult] = [:]
+  for s in subjects { res[s.name] = blocking(s) }
+  print("")
+  print("W5 blocking work: 256 tasks that each sleep 20 ms at utility")
+  let w = [22, 14, 10]
+  header(["subject", "extra threads", "wall (s)"], w)
+  for s in subjects {
+    let r = res[s.name]!
+    print(row([s.name, "\(r.extraThreads)", String(format: "%.2f", r.wallSeconds)], w))
+  }
+  json["w5"] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["extra_threads": res[$0.name]!.extraThreads, "wall_s": res[$0.name]!.wallSeconds]) })
+}
+
+// MARK: W6
+
+var fifoFailed = false
+if run.contains("w6") {
+  print("")
+  print("W6 per-lane FIFO: \(options.fifoTasks) numbered tasks round-robin over the serial lanes/queues")
+  let w = [22, 30]
+  header(["subject", "result"], w)
+  var out: [String: Any] = [:]
+  for s in [gcdYY, laneSwift] {
+    let r = fifo(s, tasks: options.fifoTasks)
+    let ok = r.violations == 0 && r.ran == options.fifoTasks
+    fifoFailed = fifoFailed || !ok
+    print(row([s.name, ok ? "ok (\(r.ran) tasks in order)" : "FAILED: \(r.violations) out of order, \(r.ran) ran"], w))
+    out[s.name] = ["out_of_order": r.violations, "ran": r.ran]
+  }
+  print(row(["GCD global queue", "n/a (concurrent queue)"], w))
+  print(row(["Task(priority:)", "n/a (no lanes)"], w))
+  json["w6"] = out
+}
+
+// MARK: W7
+
+if run.contains("w7") {
+  var res: [String: Double] = [:]
+  for s in subjects { res[s.name] = idleCost(s) }
+  print("")
+  print("W7 idle cost: after a burst of 100,000 tasks, the process idles 1 s: CPU its threads used (% of one core;")
+  print("every pool in the process counts, LanePool's default pool and the bench's five-band pools included)")
+  let w = [22, 10]
+  header(["after a burst of", "CPU %"], w)
+  for s in subjects { print(row([s.name, String(format: "%.3f", res[s.name]!)], w)) }
+  json["w7"] = res.mapValues { ["idle_cpu_percent": $0] }
 }
 
 if let path = options.json {
-  var obj: [String: Any] = ["machine": machine, "tasks": options.tasks, "rounds": options.rounds]
-  var rows: [[String: Any]] = []
-  for s in subjects {
-    var row: [String: Any] = ["subject": s.name]
-    if let t = w1[s.name] { row["w1_tasks_per_s"] = t; row["w1_ratio_vs_gcd"] = t / base }
-    if let f = fifoResults[s.name] { row["w6_out_of_order"] = f.0; row["w6_ran"] = f.1 }
-    if let r = w4[s.name] {
-      row["w4_idle_p50_us"] = r.idle50; row["w4_idle_p99_us"] = r.idle99
-      row["w4_loaded_p50_us"] = r.load50; row["w4_loaded_p99_us"] = r.load99
-      row["w4_background_tasks_per_s"] = r.bg
-    }
-    rows.append(row)
-  }
-  obj["results"] = rows
-  let data = try JSONSerialization.data(withJSONObject: obj, options: [.prettyPrinted, .sortedKeys])
+  let data = try JSONSerialization.data(withJSONObject: json, options: [.prettyPrinted, .sortedKeys])
   try data.write(to: URL(fileURLWithPath: path))
+  print("\nwrote \(path)")
 }
 
-try pool.shutdown(discardingQueued: false)
-try noSlicePool.shutdown(discardingQueued: false)
+try lanePool.shutdown(discardingQueued: false)
 _ = lanepool_destroy(cPool)
-if let p = cPoolUnlimited { _ = lanepool_destroy(p) }
-let failed = fifoResults.values.contains { $0.0 != 0 || $0.1 != options.fifoTasks }
-if failed { print("W6 FAILED: a lane ran tasks out of order or lost some") }
-exit(failed ? 1 : 0)
+if let p = uncappedPool { _ = lanepool_destroy(p) }
+if fifoFailed { print("W6 FAILED: a lane ran tasks out of order or lost some") }
+exit(fifoFailed ? 1 : 0)

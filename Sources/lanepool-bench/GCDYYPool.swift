@@ -2,12 +2,12 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// A faithful port of YYKit's YYDispatchQueuePool over GCD serial queues, the anchor
+/// GCDYYPool: a faithful port of YYKit's YYDispatchQueuePool over GCD serial queues, the anchor
 /// LanePool is measured against: per QoS, `queueCount` serial queues (default: the
 /// active processor count, capped at 32) created with the QoS class, handed out
 /// round-robin by an atomic counter (YY: OSAtomicIncrement32, negative values
 /// negated, modulo the count).
-final class YYDispatchQueuePool: Sendable {
+final class GCDYYPool: Sendable {
   static let maxQueueCount = 32
   let name: String
   let queues: [DispatchQueue]
