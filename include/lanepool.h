@@ -212,6 +212,10 @@ typedef struct lanepool_config {
    *  at a higher priority than their producers) never take every core.
    *  LANEPOOL_SPIN_UNLIMITED: no limit. */
   uint32_t max_spinning_lanes;
+  /** 0 (default): each lane adapts its spin budget between 0 and spin_ns: a spin that
+   *  times out halves it (that CPU was wasted, and the kernel charges it to the lane),
+   *  a park that ended sooner than spin_ns doubles it. 1: always spin spin_ns. */
+  int fixed_spin;
   /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
    *  LanePool's default table. */
   lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT];

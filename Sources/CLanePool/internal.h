@@ -83,7 +83,8 @@ struct lanepool_lane {
   uint64_t mask;      /* capacity - 1 */
   uint32_t band;      /* 0...4 */
   uint32_t index;     /* within the band */
-  uint32_t spin_ns;
+  uint32_t spin_ns;         /* the band's maximum spin budget */
+  int fixed_spin;
   int hard_capacity;
   char name[16];
   pthread_t thread;
@@ -104,6 +105,7 @@ struct lanepool_lane {
 
   /* ---- consumer (the lane thread) ---- */
   alignas(LANEPOOL__CACHE_LINE) uint64_t head; /* [cons] private */
+  uint32_t spin_now;          /* [cons] private: the adaptive spin budget */
   _Atomic uint64_t head_pub;  /* [cons, atomic: relaxed] copy of head, for depth */
   _Atomic uint64_t executed;  /* [cons, atomic: relaxed] */
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */

@@ -96,6 +96,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->band = band;
   lane->index = index;
   lane->spin_ns = cfg->spin_ns[band];
+  lane->spin_now = cfg->spin_ns[band];
+  lane->fixed_spin = cfg->fixed_spin;
   lane->hard_capacity = cfg->hard_capacity;
   lane->cpu = where.cpu;
   lane->node = where.node;
@@ -282,7 +284,8 @@ static inline bool is_closed(lanepool_lane_t *lane) {
 
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
 static bool spin_for_work(lanepool_lane_t *lane) {
-  if (lane->spin_ns == 0) return false;
+  uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
+  if (budget == 0) return false;
   /* Take a spinner slot, or park at once: spinning lanes must leave cores to the
    * producers (a soft cap: a relaxed counter, no ordering needed). */
   _Atomic uint32_t *spinners = &lane->pool->spinners;
@@ -291,7 +294,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
     return false;
   }
   bool found = false;
-  uint64_t deadline = lanepool__now_ns() + lane->spin_ns;
+  uint64_t deadline = lanepool__now_ns() + budget;
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
@@ -305,7 +308,17 @@ static bool spin_for_work(lanepool_lane_t *lane) {
     if (!found) sched_yield(); /* cede the core to a runnable producer, if any */
   }
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+  /* A spin that timed out burned CPU for nothing: halve the budget (below 1 us: 0). */
+  if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
+}
+
+/* After a park: if the lane was woken sooner than its maximum budget, spinning would
+ * have caught that work: grow the budget back (doubling, at least 1 us). */
+static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
+  if (lane->fixed_spin || lane->spin_ns == 0 || parked_ns >= lane->spin_ns) return;
+  uint32_t grown = lane->spin_now ? lane->spin_now * 2 : 1000;
+  lane->spin_now = grown < lane->spin_ns ? grown : lane->spin_ns;
 }
 
 static void park(lanepool_lane_t *lane) {
@@ -314,9 +327,11 @@ static void park(lanepool_lane_t *lane) {
     atomic_store_explicit(&lane->sleeping, 0, memory_order_relaxed);
     return;
   }
+  uint64_t t0 = lanepool__now_ns();
   while (atomic_load_explicit(&lane->sleeping, memory_order_acquire) == 1) {
     lanepool__futex_wait(&lane->sleeping, 1);
   }
+  adapt_after_park(lane, lanepool__now_ns() - t0);
 }
 
 void *lanepool__lane_main(void *arg) {

@@ -81,10 +81,18 @@ func mps(_ x: Double) -> String { String(format: "%.2fM/s", x / 1e6) }
 _ = (lanePool.name, cPool, yyPools.count)
 var subjects = allSubjects
 let uncappedPool: OpaquePointer? = options.compareSpin ? makeCPool("benchu", maxSpinning: LANEPOOL_SPIN_UNLIMITED) : nil
-if let p = uncappedPool {
+let noSpinPool: OpaquePointer? = options.compareSpin ? makeCPool("benchn", spin: false) : nil
+let fixedSpinPool: OpaquePointer? = options.compareSpin ? makeCPool("benchf", fixedSpin: true) : nil
+for (name, p) in [("C fn, spin uncapped", uncappedPool), ("C fn, no spin", noSpinPool), ("C fn, fixed spin", fixedSpinPool)] {
+  guard let p else { continue }
   subjects.append(
     Subject(
-      name: "C fn, spin uncapped", submitMany: { n, q, c in cSubmitMany(p, n, q, c) }, probe: laneC.probe,
+      name: name, submitMany: { n, q, c in cSubmitMany(p, n, q, c) },
+      probe: { qos, slot in
+        var lane: OpaquePointer?
+        _ = lanepool_next_lane(p, qos.c, &lane)
+        _ = lanepool_lane_async(lane, cProbe, UnsafeMutableRawPointer(slot))
+      },
       run: laneC.run, serialLanes: true))
 }
 let base = gcdYY.name
@@ -241,5 +249,7 @@ if let path = options.json {
 try lanePool.shutdown(discardingQueued: false)
 _ = lanepool_destroy(cPool)
 if let p = uncappedPool { _ = lanepool_destroy(p) }
+if let p = noSpinPool { _ = lanepool_destroy(p) }
+if let p = fixedSpinPool { _ = lanepool_destroy(p) }
 if fifoFailed { print("W6 FAILED: a lane ran tasks out of order or lost some") }
 exit(fifoFailed ? 1 : 0)

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Draws docs/bench/benchmarks.png from lanepool-bench's JSON.
+
+    swift run -c release lanepool-bench --json docs/bench/results.json
+    pip install matplotlib
+    python3 scripts/plot_bench.py docs/bench/results.json docs/bench/benchmarks.png
+
+Panels: W1/W2 throughput per subject; W3 wake latency percentiles per subject (with
+the raw condition-variable floor); W4 probe p99 idle vs loaded per subject.
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(src: str, dst: str) -> None:
+    with open(src) as f:
+        r = json.load(f)
+    order = ["GCD YY pool", "GCD global queue", "Task(priority:)", "LanePool Swift", "LanePool C fn"]
+    colors = ["#9e9e9e", "#bdbdbd", "#8d6e63", "#1e88e5", "#0d47a1"]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    fig.suptitle(f"lanepool-bench, one run: {r['machine']}", fontsize=11)
+
+    ax = axes[0]
+    width = 0.38
+    for k, (key, label) in enumerate([("w1", "W1: 1 producer"), ("w2", "W2: 2 producers")]):
+        if key not in r:
+            continue
+        vals = [r[key][s]["median_tasks_per_s"] / 1e6 for s in order]
+        xs = [i + (k - 0.5) * width for i in range(len(order))]
+        bars = ax.bar(xs, vals, width, label=label, color=colors, alpha=1.0 if k == 0 else 0.55,
+                      edgecolor="black", linewidth=0.5)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_x() + b.get_width() / 2, v, f"{v:.1f}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("million tasks per second (median of 5)")
+    ax.set_title("Throughput, 1M tiny tasks (solid W1, pale W2)")
+
+    ax = axes[1]
+    if "w3" in r:
+        pcts = [("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9")]
+        width = 0.26
+        for k, (field, label) in enumerate(pcts):
+            vals = [r["w3"][s][field] for s in order]
+            xs = [i + (k - 1) * width for i in range(len(order))]
+            ax.bar(xs, vals, width, label=label, color=["#90caf9", "#1e88e5", "#0d47a1"][k])
+        if "floor" in r:
+            ax.axhline(r["floor"]["cross_core"]["p50_us"], color="red", linestyle="--", linewidth=1,
+                       label="cond. variable p50, 2 cores")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(order)))
+        ax.set_xticklabels(order, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel("submit -> start, microseconds (log)")
+        ax.set_title("W3 wake latency, 20,000 samples 20 us apart")
+        ax.legend(fontsize=8)
+
+    ax = axes[2]
+    if "w4" in r:
+        subj = order[:-1] + ["LanePool, no slice"]
+        idle = [r["w4"][s]["idle_p99_us"] for s in subj]
+        loaded = [r["w4"][s]["loaded_p99_us"] for s in subj]
+        width = 0.38
+        ax.bar([i - width / 2 for i in range(len(subj))], idle, width, label="idle p99", color="#90caf9")
+        ax.bar([i + width / 2 for i in range(len(subj))], loaded, width, label="background saturated, p99",
+               color="#e53935")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(subj)))
+        ax.set_xticklabels(subj, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel("probe submit -> start, microseconds (log)")
+        ax.set_title("W4 userInteractive probe behind a saturated background band")
+        ax.legend(fontsize=8)
+
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    print(f"wrote {dst}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "docs/bench/results.json",
+         sys.argv[2] if len(sys.argv) > 2 else "docs/bench/benchmarks.png")
