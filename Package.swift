@@ -5,6 +5,8 @@ let package = Package(
   name: "LanePool",
   products: [
     .library(name: "LanePool", targets: ["LanePool"]),
+    // The C core alone, for C/C++ targets (and the micro-benchmarks) built with SwiftPM.
+    .library(name: "CLanePool", targets: ["CLanePool"]),
     .executable(name: "lanepool-bench", targets: ["lanepool-bench"]),
   ],
   traits: [
