@@ -8,12 +8,20 @@ let package = Package(
     // The C core alone, for C/C++ targets (and the micro-benchmarks) built with SwiftPM.
     .library(name: "CLanePool", targets: ["CLanePool"]),
     .executable(name: "lanepool-bench", targets: ["lanepool-bench"]),
+    // For servers: a pool as a swift-service-lifecycle Service, swift-log and
+    // swift-metrics. A separate product, so `LanePool` itself depends on nothing.
+    .library(name: "LanePoolServer", targets: ["LanePoolServer"]),
   ],
   traits: [
     .trait(
       name: "NUMA",
       description: "NUMA placement through libnuma (Debian: libnuma-dev). Off by default so the package builds without it."
     )
+  ],
+  dependencies: [
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
   ],
   targets: [
     // The C core. Its one public header is the top-level include/lanepool.h, reached
@@ -36,6 +44,28 @@ let package = Package(
     .executableTarget(
       name: "lanepool-bench",
       dependencies: ["LanePool", "CLanePool", "CBenchSupport"],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
+    .target(
+      name: "LanePoolServer",
+      dependencies: [
+        "LanePool",
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
+    .testTarget(
+      name: "LanePoolServerTests",
+      dependencies: [
+        "LanePoolServer", "LanePool",
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "MetricsTestKit", package: "swift-metrics"),
+      ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     // Raw syscalls the tests use to check LanePool independently of its own code.

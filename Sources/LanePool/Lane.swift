@@ -2,7 +2,7 @@ internal import CLanePool
 
 /// One lane: a thread that runs the tasks submitted to it one at a time, in order.
 ///
-/// What ``LanePool/queue(for:)`` returns, like a serial `DispatchQueue` of
+/// What ``LanePool/queue(for:)-method`` returns, like a serial `DispatchQueue` of
 /// YYDispatchQueuePool. All methods are thread-safe. A lane object lives as long as
 /// you hold it; after its pool shut down, submissions throw ``LanePoolError/shutDown``.
 public final class Lane: @unchecked Sendable {

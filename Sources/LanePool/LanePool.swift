@@ -253,7 +253,7 @@ public final class LanePool: @unchecked Sendable {
   // MARK: Submitting
 
   /// Runs `work` on some lane of the band: the less loaded of two picked at random.
-  /// For unordered work; use ``queue(for:)`` or a keyed lane when order matters.
+  /// For unordered work; use ``queue(for:)-method`` or a keyed lane when order matters.
   /// - Throws: as ``Lane/async(_:)``.
   public func async(qos: QoS, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
     let ctx = TaskBox.retain(work)
