@@ -43,7 +43,7 @@ let package = Package(
     .target(name: "CBenchSupport", path: "Sources/CBenchSupport"),
     .executableTarget(
       name: "lanepool-bench",
-      dependencies: ["LanePool", "CLanePool", "CBenchSupport"],
+      dependencies: ["LanePool", "LanePoolServer", "CLanePool", "CBenchSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     .target(

@@ -4,6 +4,7 @@ import CLanePool
 import Dispatch
 import Foundation
 import LanePool
+import LanePoolServer
 
 struct Options {
   var quick = false
@@ -15,6 +16,7 @@ struct Options {
   var json: String? = nil
   var workloads: Set<String> = ["w1", "w2", "w3", "w4", "w5", "w6", "w7", "floor"]
   var compareSpin = false
+  var compareMetrics = false
 
   static func parse(_ args: [String]) -> Options {
     var o = Options()
@@ -34,11 +36,12 @@ struct Options {
       case "--json": o.json = it.next()
       case "--workloads": o.workloads = Set((it.next() ?? "").split(separator: ",").map(String.init))
       case "--compare-spin": o.compareSpin = true
+      case "--compare-metrics": o.compareMetrics = true
       case "-h", "--help":
         print(
           """
           usage: lanepool-bench [--quick] [--workloads w1,w2,w3,w4,w5,w6,w7,floor] [--json FILE]
-                                [--tasks N] [--rounds N] [--probes N] [--compare-spin]
+                                [--tasks N] [--rounds N] [--probes N] [--compare-spin] [--compare-metrics]
           """)
         exit(0)
       default:
@@ -94,6 +97,23 @@ for (name, p) in [("C fn, spin uncapped", uncappedPool), ("C fn, no spin", noSpi
         _ = lanepool_lane_async(lane, cProbe, UnsafeMutableRawPointer(slot))
       },
       run: laneC.run, serialLanes: true))
+}
+// --compare-metrics: the same pool shape, with LanePoolServer's collector sampling it
+// every millisecond (swift-metrics' default no-op backend: LanePool's side of the cost).
+var metricsTask: Task<Void, any Error>? = nil
+if options.compareMetrics {
+  let metered = try LanePool(name: "benchm", lanesPerBand: lanesPerBand, policies: benchPolicies)
+  let collector = LanePoolMetrics(pool: metered, interval: .milliseconds(1))
+  metricsTask = Task.detached { try await collector.run() }
+  subjects.append(
+    Subject(
+      name: "Swift + metrics 1 ms",
+      submitMany: { n, qos, c in for _ in 0..<n { try! metered.queue(for: qos).async { c.tick() } } },
+      probe: { qos, slot in
+        let bits = UInt(bitPattern: slot)
+        try! metered.queue(for: qos).async { stamp(bits) }
+      },
+      run: { qos, work in try! metered.queue(for: qos).async(work) }, serialLanes: true))
 }
 let base = gcdYY.name
 var json: [String: Any] = [:]
@@ -246,6 +266,7 @@ if let path = options.json {
   print("\nwrote \(path)")
 }
 
+metricsTask?.cancel()
 try lanePool.shutdown(discardingQueued: false)
 _ = lanepool_destroy(cPool)
 if let p = uncappedPool { _ = lanepool_destroy(p) }

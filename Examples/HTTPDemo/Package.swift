@@ -1,0 +1,24 @@
+// swift-tools-version: 6.1
+// The HTTP demo: a Hummingbird 2 server whose endpoints offload work either to
+// LanePool bands or to DispatchQueue.global(qos:). Its own package, so the main
+// package's `swift test` never builds it. Run ./run-demo.sh from this folder.
+import PackageDescription
+
+let package = Package(
+  name: "HTTPDemo",
+  platforms: [.macOS(.v15)],
+  dependencies: [
+    .package(name: "LanePool", path: "../.."),
+    .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+  ],
+  targets: [
+    .executableTarget(
+      name: "DemoServer",
+      dependencies: [
+        .product(name: "Hummingbird", package: "hummingbird"),
+        .product(name: "LanePool", package: "LanePool"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    )
+  ]
+)
