@@ -8,20 +8,27 @@ import Foundation
 import Hummingbird
 import LanePool
 
-enum Offload: String { case lanepool, gcd }
+enum Offload: String, Sendable { case lanepool, gcd }
 
-var offload = Offload.lanepool
-var port = 8080
-var args = CommandLine.arguments.dropFirst().makeIterator()
-while let a = args.next() {
-  switch a {
-  case "--offload": offload = Offload(rawValue: args.next() ?? "") ?? .lanepool
-  case "--port": port = Int(args.next() ?? "") ?? port
-  default:
-    print("usage: demo-server --offload lanepool|gcd [--port N]")
-    exit(2)
-  }
+enum Options {
+  static let parsed: (offload: Offload, port: Int) = {
+    var offload = Offload.lanepool
+    var port = 8080
+    var args = CommandLine.arguments.dropFirst().makeIterator()
+    while let a = args.next() {
+      switch a {
+      case "--offload": offload = Offload(rawValue: args.next() ?? "") ?? .lanepool
+      case "--port": port = Int(args.next() ?? "") ?? port
+      default:
+        print("usage: demo-server --offload lanepool|gcd [--port N]")
+        exit(2)
+      }
+    }
+    return (offload, port)
+  }()
 }
+let offload = Options.parsed.offload
+let port = Options.parsed.port
 
 /// FNV-1a over a buffer, `rounds` times: deterministic CPU work.
 @inline(never) func work(rounds: Int) -> UInt64 {
@@ -51,7 +58,7 @@ func onGCD<T: Sendable>(_ qos: DispatchQoS.QoSClass, _ body: @escaping @Sendable
 
 func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
   let h: UInt64
-  switch offload {
+  switch Options.parsed.offload {
   case .lanepool: h = try await LanePool.default.run(qos: qos) { work(rounds: rounds) }
   case .gcd: h = await onGCD(qos == .userInteractive ? .userInteractive : .background) { work(rounds: rounds) }
   }
