@@ -171,6 +171,11 @@ int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_b
                             uint32_t allowed_count, lanepool_lane_placement_t *out,
                             uint32_t out_count);
 
+/** The calling thread's allowed CPUs (sched_getaffinity), ascending: up to `max` of
+ *  them in `out`, their total in *count. 0, EINVAL (NULL out or count), or the errno
+ *  of sched_getaffinity. */
+int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count);
+
 /** 1 if this build has libnuma support and numa_available() says yes, else 0. */
 int lanepool_numa_supported(void);
 

@@ -25,15 +25,26 @@ int lanepool_numa_supported(void) {
 #endif
 }
 
-/* The calling thread's allowed CPUs, ascending. Returns the count (0 on failure). */
-uint32_t lanepool__allowed_cpus(int *out, uint32_t max) {
+int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count) {
+  if (!out || !count) return EINVAL;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-  uint32_t n = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
-    if (CPU_ISSET(cpu, &set)) out[n++] = cpu;
-  return n;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return errno;
+  uint32_t n = 0, total = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    if (n < max) out[n++] = cpu;
+    total++;
+  }
+  *count = total;
+  return 0;
+}
+
+/* The calling thread's allowed CPUs, ascending. Returns how many were stored. */
+uint32_t lanepool__allowed_cpus(int *out, uint32_t max) {
+  uint32_t total = 0;
+  if (lanepool_allowed_cpus(out, max, &total) != 0) return 0;
+  return total < max ? total : max;
 }
 
 static bool contains(const int *xs, uint32_t n, int x) {

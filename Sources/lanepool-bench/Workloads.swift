@@ -141,8 +141,9 @@ func conditionVariableFloor(samples: Int, sameCore: Bool) -> Percentiles {
 
 func allowedCPUs() -> [Int] {
   var buf = [Int32](repeating: 0, count: 1024)
-  let n = lpb_allowed_cpus(&buf, 1024)
-  return buf.prefix(Int(n)).map(Int.init)
+  var n: UInt32 = 0
+  _ = lanepool_allowed_cpus(&buf, 1024, &n)
+  return buf.prefix(Int(min(n, 1024))).map(Int.init)
 }
 
 func currentAffinity() -> [Int] { allowedCPUs() }

@@ -28,16 +28,6 @@ int lp_test_affinity(int tid, int *first) {
   return CPU_COUNT(&set);
 }
 
-int lp_test_allowed_cpus(int *out, int max) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-  int n = 0;
-  for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-    if (CPU_ISSET(c, &set)) out[n++] = c;
-  return n;
-}
-
 int lp_test_pin_self(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -146,6 +146,18 @@ struct BadInputTests {
     #expect(info.shut_down == 0)  // refused calls changed nothing
   }
 
+  @Test("C: allowed CPUs: NULL arguments are EINVAL; the count matches what the process may use")
+  func cAllowedCPUs() {
+    var n: UInt32 = 0
+    var buf = [Int32](repeating: -1, count: 4)
+    #expect(lanepool_allowed_cpus(nil, 4, &n) == EINVAL)
+    #expect(lanepool_allowed_cpus(&buf, 4, nil) == EINVAL)
+    #expect(lanepool_allowed_cpus(&buf, 0, &n) == 0)  // just the count
+    #expect(Int(n) == ProcessInfo.processInfo.activeProcessorCount)
+    #expect(lanepool_allowed_cpus(&buf, 4, &n) == 0)
+    #expect(buf.prefix(Int(min(n, 4))).allSatisfy { $0 >= 0 })
+  }
+
   @Test("C: current lane outside a lane is ESRCH")
   func cCurrentLaneOutside() {
     var lane: OpaquePointer?

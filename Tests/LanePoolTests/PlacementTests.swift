@@ -7,8 +7,9 @@ import Testing
 
 func allowedCPUs() -> [Int] {
   var buf = [Int32](repeating: 0, count: 1024)
-  let n = lp_test_allowed_cpus(&buf, 1024)
-  return buf.prefix(Int(n)).map(Int.init)
+  var n: UInt32 = 0
+  _ = lanepool_allowed_cpus(&buf, 1024, &n)
+  return buf.prefix(Int(min(n, 1024))).map(Int.init)
 }
 
 /// Plans with the C rule against an injected topology; returns the node of each lane.

@@ -12,8 +12,6 @@ long lp_test_timer_slack(void);
 int lp_test_current_cpu(void);
 /** Number of CPUs in the affinity mask of thread `tid`; `first` gets the lowest. */
 int lp_test_affinity(int tid, int *first);
-/** The calling thread's allowed CPUs, ascending; returns how many (at most max). */
-int lp_test_allowed_cpus(int *out, int max);
 /** Restricts the calling thread's affinity to one CPU. 0 or errno. */
 int lp_test_pin_self(int cpu);
 /** Drops the whole process to uid/gid (setgroups, setgid, setuid). 0 or errno. */
