@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -242,42 +243,37 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
   APPEND("lanepool '%s': the kernel refused some priority settings; the lanes run with "
          "the fallback (docs/priorities.md):",
          pool->name);
+  /* Setting 0 (the scheduler) is printed by policy name, the others as numbers. */
+  static const struct {
+    const char *label;
+    size_t offset;
+  } settings[] = {
+      {"", offsetof(lanepool__applied, sched)},
+      {"nice", offsetof(lanepool__applied, nice)},
+      {"ioprio", offsetof(lanepool__applied, ioprio)},
+      {"timer slack", offsetof(lanepool__applied, timer_slack)},
+      {"slice", offsetof(lanepool__applied, slice)},
+  };
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    lanepool__applied *first[5] = {NULL, NULL, NULL, NULL, NULL};
-    for (uint32_t i = 0; i < pool->lanes_per_band; i++) {
-      lanepool__applied *a = &pool->lanes[b * pool->lanes_per_band + i]->applied;
-      if (a->sched.error && !first[0]) first[0] = a;
-      if (a->nice.error && !first[1]) first[1] = a;
-      if (a->ioprio.error && !first[2]) first[2] = a;
-      if (a->timer_slack.error && !first[3]) first[3] = a;
-      if (a->slice.error && !first[4]) first[4] = a;
-    }
     const char *band = lanepool__band_short_names[b];
-    if (first[0]) {
+    for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++) {
+      /* The first lane of the band that saw this refusal speaks for the band. */
+      const lanepool_applied_t *seen = NULL;
+      for (uint32_t i = 0; i < pool->lanes_per_band && !seen; i++) {
+        const lanepool_applied_t *a =
+            (const lanepool_applied_t *)((const char *)&pool->lanes[b * pool->lanes_per_band + i]
+                                             ->applied +
+                                         settings[k].offset);
+        if (a->error) seen = a;
+      }
+      if (!seen) continue;
       refusals++;
-      APPEND(" %s %s -> %s (%s);", band, sched_name(first[0]->sched.requested),
-             sched_name(first[0]->sched.got), strerror(first[0]->sched.error));
-    }
-    if (first[1]) {
-      refusals++;
-      APPEND(" %s nice %lld -> %lld (%s);", band, (long long)first[1]->nice.requested,
-             (long long)first[1]->nice.got, strerror(first[1]->nice.error));
-    }
-    if (first[2]) {
-      refusals++;
-      APPEND(" %s ioprio %lld -> %lld (%s);", band, (long long)first[2]->ioprio.requested,
-             (long long)first[2]->ioprio.got, strerror(first[2]->ioprio.error));
-    }
-    if (first[3]) {
-      refusals++;
-      APPEND(" %s timer slack %lld -> %lld (%s);", band,
-             (long long)first[3]->timer_slack.requested, (long long)first[3]->timer_slack.got,
-             strerror(first[3]->timer_slack.error));
-    }
-    if (first[4]) {
-      refusals++;
-      APPEND(" %s slice %lld -> %lld (%s);", band, (long long)first[4]->slice.requested,
-             (long long)first[4]->slice.got, strerror(first[4]->slice.error));
+      if (k == 0)
+        APPEND(" %s %s -> %s (%s);", band, sched_name(seen->requested), sched_name(seen->got),
+               strerror(seen->error));
+      else
+        APPEND(" %s %s %lld -> %lld (%s);", band, settings[k].label, (long long)seen->requested,
+               (long long)seen->got, strerror(seen->error));
     }
   }
 #undef APPEND

@@ -378,18 +378,21 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
 
 int lanepool_destroy(lanepool_t *pool) {
   if (!pool) return EINVAL;
-  /* Checked before touching *pool: a stale pointer is only compared, never read. */
+  /* One pass under the registry lock: a stale pointer is only compared, never read;
+   * a live one is checked and taken out, so a concurrent destroy gets EINVAL. */
+  int rc = 0;
   pthread_mutex_lock(&registry_lock);
-  bool live = false;
-  for (size_t i = 0; i < registry_len; i++)
-    if (registry[i] == pool) live = true;
+  size_t at = registry_len;
+  for (size_t i = 0; i < registry_len && at == registry_len; i++)
+    if (registry[i] == pool) at = i;
+  if (at == registry_len) rc = EINVAL;
+  else if (lanepool__forked(pool->generation)) rc = EOWNERDEAD;
+  else if (pool->is_default) rc = EPERM;
+  else if (called_from_own_lane(pool)) rc = EDEADLK;
+  else registry[at] = registry[--registry_len];
   pthread_mutex_unlock(&registry_lock);
-  if (!live) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  if (pool->is_default) return EPERM;
-  if (called_from_own_lane(pool)) return EDEADLK;
-  if (!registry_take(pool)) return EINVAL; /* a concurrent destroy won */
-  int rc = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+  if (rc) return rc;
+  rc = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
   (void)rc; /* 0, or EALREADY: someone shut it down already; both are fine */
   /* Wait for a concurrent shutdown to finish before freeing. */
   pthread_mutex_lock(&pool->lifecycle);
@@ -450,7 +453,6 @@ static inline uint64_t next_random(void) {
 int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   uint32_t n = pool->lanes_per_band;
   lanepool_lane_t **band = &pool->lanes[(uint32_t)b * n];
   lanepool_lane_t *pick = band[0];

@@ -13,6 +13,8 @@ public final class Lane: @unchecked Sendable {
   public let qos: QoS
   /// The lane's index within its band.
   public let index: Int
+  /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
+  public let name: String
   /// The pool this lane belongs to. Unowned: valid while the pool object lives
   /// (a lane object may outlive it; then only its own methods may be used).
   unowned(unsafe) var pool: LanePool! = nil
@@ -22,6 +24,9 @@ public final class Lane: @unchecked Sendable {
     self.core = core
     self.qos = qos
     self.index = index
+    var c = lanepool_lane_info_t()
+    _ = lanepool_lane_info(raw, &c)
+    self.name = threadName(c)
   }
 
   /// Runs `work` on this lane after every task submitted before it.
@@ -94,17 +99,11 @@ public final class Lane: @unchecked Sendable {
     return Unmanaged<Lane>.fromOpaque(ud).takeUnretainedValue()
   }
 
-  /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
-  public var name: String { info.threadName }
-
   /// A snapshot of the lane's counters. Cheap (no lock); values are approximate while
   /// the lane runs.
   public var info: LaneInfo {
     var c = lanepool_lane_info_t()
     _ = lanepool_lane_info(raw, &c)
-    let name = withUnsafeBytes(of: c.thread_name) { bytes in
-      String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-    }
     return LaneInfo(
       qos: qos, index: index, threadID: c.tid, threadName: name,
       tasksExecuted: c.tasks_executed, depth: c.depth, overflowed: c.overflowed,
@@ -124,6 +123,12 @@ extension Lane: Hashable, CustomStringConvertible {
   public static func == (a: Lane, b: Lane) -> Bool { a === b }
   public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
   public var description: String { "Lane(\(name))" }
+}
+
+private func threadName(_ c: lanepool_lane_info_t) -> String {
+  withUnsafeBytes(of: c.thread_name) { bytes in
+    String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+  }
 }
 
 /// A snapshot of one lane.

@@ -224,6 +224,11 @@ public final class LanePool: @unchecked Sendable {
   public func queue(for qos: QoS) -> Lane {
     var lane: OpaquePointer?
     _ = lanepool_next_lane(core.raw, qos.c, &lane)
+    return swiftLane(lane, qos)
+  }
+
+  /// The Swift object of a C lane of band `qos`.
+  private func swiftLane(_ lane: OpaquePointer?, _ qos: QoS) -> Lane {
     var q = lanepool_qos_t(rawValue: 0)
     var index: UInt32 = 0
     _ = lanepool_lane_position(lane, &q, &index)
@@ -238,10 +243,7 @@ public final class LanePool: @unchecked Sendable {
   public func queue(for qos: QoS, key: some Hashable) -> Lane {
     var lane: OpaquePointer?
     _ = lanepool_lane_for_key(core.raw, qos.c, UInt64(bitPattern: Int64(key.hashValue)), &lane)
-    var q = lanepool_qos_t(rawValue: 0)
-    var index: UInt32 = 0
-    _ = lanepool_lane_position(lane, &q, &index)
-    return bands[qos.bandIndex][Int(index)]
+    return swiftLane(lane, qos)
   }
 
   /// The lanes of a band, by index.

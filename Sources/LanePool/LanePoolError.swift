@@ -42,9 +42,7 @@ public enum LanePoolError: Error, Equatable, Sendable, CustomStringConvertible {
 // errno values of Linux, spelled out so the mapping does not depend on Glibc's overlay.
 enum Errno {
   static let EPERM: Int32 = 1
-  static let ESRCH: Int32 = 3
   static let EAGAIN: Int32 = 11
-  static let ENOMEM: Int32 = 12
   static let EINVAL: Int32 = 22
   static let EDEADLK: Int32 = 35
   static let EALREADY: Int32 = 114

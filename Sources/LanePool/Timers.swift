@@ -193,9 +193,8 @@ extension LanePool {
   }
 }
 
-final class ParallelFor: @unchecked Sendable {
-  // @unchecked: `next` is atomic, the rest is immutable.
-  let next = ManagedAtomicInt()
+final class ParallelFor: Sendable {
+  let next = Atomic<Int>(0)
   let iterations: Int
   let body: @Sendable (Int) -> Void
   let group = LaneGroup()
@@ -205,15 +204,10 @@ final class ParallelFor: @unchecked Sendable {
   }
   func drain() {
     while true {
-      let i = next.fetchAdd()
+      let i = next.add(1, ordering: .relaxed).oldValue
       if i >= iterations { return }
       body(i)
     }
   }
 }
 
-/// An atomic counter in a class, so closures can share it.
-final class ManagedAtomicInt: Sendable {
-  private let value = Atomic<Int>(0)
-  func fetchAdd() -> Int { value.add(1, ordering: .relaxed).oldValue }
-}

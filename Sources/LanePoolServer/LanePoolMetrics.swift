@@ -73,7 +73,7 @@ private final class BandMetrics: Sendable {
     let now = DispatchTime.now().uptimeNanoseconds
     previous = Mutex(lanes.map { lane in
       let i = lane.info
-      return (i.tasksExecuted, UInt64(i.busyTime.components.seconds) * 1_000_000_000 + UInt64(i.busyTime.components.attoseconds / 1_000_000_000), now)
+      return (i.tasksExecuted, nanoseconds(i.busyTime), now)
     })
   }
 
@@ -85,7 +85,7 @@ private final class BandMetrics: Sendable {
     previous.withLock { prev in
       for (k, lane) in lanes.enumerated() {
         let info = lane.info
-        let busyNs = UInt64(info.busyTime.components.seconds) * 1_000_000_000 + UInt64(info.busyTime.components.attoseconds / 1_000_000_000)
+        let busyNs = nanoseconds(info.busyTime)
         let (lastRun, lastBusy, lastTime) = prev[k]
         let ran = info.tasksExecuted &- lastRun
         let busyDelta = busyNs &- lastBusy
@@ -106,4 +106,9 @@ private final class BandMetrics: Sendable {
     depth.record(Int64(clamping: totalDepth))
     if span > 0 { busyRatio.record(Double(busy) / Double(span)) }
   }
+}
+
+private func nanoseconds(_ d: Duration) -> UInt64 {
+  let (s, atto) = d.components
+  return UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
 }

@@ -113,7 +113,7 @@ func conditionVariableFloor(samples: Int, sameCore: Bool) -> Percentiles {
     pthread_mutex_unlock(&sh.mutex)
     finished.signal()
   }
-  let old = currentAffinity()
+  let old = allowedCPUs()
   pinCurrentThread(to: wakerCPU)
   usleep(10_000)
   var next = now()
@@ -145,8 +145,6 @@ func allowedCPUs() -> [Int] {
   _ = lanepool_allowed_cpus(&buf, 1024, &n)
   return buf.prefix(Int(min(n, 1024))).map(Int.init)
 }
-
-func currentAffinity() -> [Int] { allowedCPUs() }
 
 func restoreAffinity(_ cpus: [Int]) {
   let c = cpus.map { Int32($0) }
