@@ -248,6 +248,20 @@ typedef struct lanepool_config {
 int lanepool_config_init(lanepool_config_t *cfg);
 
 /**
+ * Checks a configuration without creating anything: the same checks, in the same
+ * order, that lanepool_create makes before it starts a thread. Returns 0; EINVAL
+ * (NULL cfg, or a bad setting); ENOTSUP (NUMA placement without libnuma support and
+ * no injected topology). On error, if `field` is not NULL, *field is set to a static
+ * string naming the first offending member as spelled in this struct: "name",
+ * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime",
+ * "stall_threshold_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
+ * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
+ * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
+ * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
+ */
+int lanepool_config_check(const lanepool_config_t *cfg, const char **field);
+
+/**
  * Creates a pool and starts its 5 x lanes_per_band lane threads. Returns once every
  * lane is running and parked or ready for tasks.
  * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity, a
@@ -331,6 +345,17 @@ int lanepool_current_lane(lanepool_lane_t **out);
  */
 int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
+/** Submit flags for lanepool_lane_async_flags / lanepool_async_flags. */
+/** The task continues work the pool already accepted (a Swift executor job, the next
+ *  step of a callback chain): a draining pool accepts it from any thread, as it
+ *  accepts submits from its own lanes, so the drain runs it. Without the flag a
+ *  draining pool accepts work only from its own lanes. */
+#define LANEPOOL_SUBMIT_CONTINUATION 1u
+
+/** As lanepool_lane_async, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
+ *  an unknown flag. */
+int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
+
 /**
  * As lanepool_lane_async, but when the lane is full (hard capacity) waits up to
  * `timeout_ns` for room, polling with a backoff from 1 us to 1 ms. Returns 0;
@@ -346,6 +371,10 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
  * plus EINVAL for a NULL pool or unknown qos.
  */
 int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
+
+/** As lanepool_async, with flags (see lanepool_lane_async_flags). */
+int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
+                         unsigned flags);
 
 /**
  * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to

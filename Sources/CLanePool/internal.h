@@ -20,22 +20,10 @@
 #define LANEPOOL__CACHE_LINE 64
 #define LANEPOOL__MAX_NODES 1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
-/* Bit 63 of a lane's tail: set once by shutdown; a producer whose CAS sees it
- * refuses the task, so after the bit is set the tail can never move again. */
-#define LANEPOOL__CLOSED (UINT64_C(1) << 63)
+#include "inject.h"
+#include "ring.h"
 
-/* A ring cell (Vyukov's bounded queue): seq == pos means free for the producer
- * that claims position pos; seq == pos + 1 means full for the consumer at pos. */
-typedef struct lanepool__slot {
-  _Atomic uint64_t seq; /* [atomic: release by the writer, acquire by the reader] */
-  lanepool_fn fn;       /* [written by the side that owns the cell per seq] */
-  void *ctx;
-} lanepool__slot;
-
-typedef struct lanepool__task {
-  lanepool_fn fn;
-  void *ctx;
-} lanepool__task;
+typedef lanepool__ring_task lanepool__task;
 
 /* What a lane asked the kernel for and got: written by the lane thread before it
  * signals `started`, read-only after (the creator's acquire of `started` pairs). */
@@ -65,29 +53,36 @@ typedef struct lanepool__timer_entry {
   void *ctx;
 } lanepool__timer_entry;
 
-/* The pool's timer facility. Every field: [lock]. */
+/* Intake modes, shared by a lane's overflow list and the timer facility. */
+enum { LANEPOOL__OPEN = 0, LANEPOOL__INTAKE_OWN_ONLY = 1, LANEPOOL__INTAKE_CLOSED = 2 };
+
+/* The pool's timer facility. Every field: [lock], except the two counters, which are
+ * written under the lock and read without it by the drain scan [atomic: release
+ * stores, acquire loads]. A due timer is pushed into its lane while `lock` is held,
+ * so a timer is always either in the heap (cancellable) or in a lane (queued). */
 typedef struct lanepool__timers {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* CLOCK_MONOTONIC */
   lanepool__timer_entry *heap;
   size_t len, cap;
   uint64_t next_id;
-  bool started, closed, draining, stop;
+  int intake;     /* LANEPOOL__OPEN / INTAKE_OWN_ONLY / INTAKE_CLOSED */
+  bool started, stop;
   pthread_t thread;
+  _Atomic uint64_t added; /* timers accepted */
+  _Atomic uint64_t done;  /* timers pushed into a lane, or cancelled by their owner */
 } lanepool__timers;
 
 struct lanepool_lane {
   /* ---- [once] ---- */
   lanepool_t *pool;
-  lanepool__slot *slots;
-  uint64_t mask;      /* capacity - 1 */
   uint32_t band;      /* 0...4 */
   uint32_t index;     /* within the band */
   uint32_t spin_ns;         /* the band's maximum spin budget */
   int fixed_spin;
   int hard_capacity;
+  size_t stack_size;
   char name[16];
-  pthread_t thread;
   _Atomic(void *) userdata; /* [atomic: release/acquire] for the embedding layer */
   uint64_t generation;      /* the fork generation the pool was created in */
   int cpu;                  /* pinned CPU or -1 */
@@ -97,17 +92,20 @@ struct lanepool_lane {
   size_t lane_bytes, slots_bytes;
   lanepool_band_policy_t policy;
   lanepool__applied applied; /* [cons before `started`, read-only after] */
+  /* The lane's current thread. Replaced when a task ends its thread (pthread_exit):
+   * the dying thread starts its successor and stores it here before it exits, so
+   * the joiner follows the chain. [thread_lock] */
+  pthread_mutex_t thread_lock;
+  pthread_t thread;
 
-  /* ---- producers ---- */
-  /* [atomic: seq_cst CAS by producers; the CAS is what the parking protocol
-   *  orders against `sleeping`; seq_cst fetch_or(CLOSED) by shutdown] */
-  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
+  /* ---- the ring: tail (producers) and head (consumer) on their own lines ---- */
+  lanepool__ring ring;
 
   /* ---- consumer (the lane thread) ---- */
-  alignas(LANEPOOL__CACHE_LINE) uint64_t head; /* [cons] private */
-  uint32_t spin_now;          /* [cons] private: the adaptive spin budget */
-  _Atomic uint64_t head_pub;  /* [cons, atomic: relaxed] copy of head, for depth */
-  _Atomic uint64_t executed;  /* [cons, atomic: relaxed] */
+  alignas(LANEPOOL__CACHE_LINE) uint32_t spin_now; /* [cons] the adaptive spin budget */
+  /* [cons, atomic: release store after each task; acquire by the drain scan] tasks
+   * finished (returned, or ended their thread) */
+  _Atomic uint64_t executed;
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
   _Atomic uint64_t busy_ns;   /* [cons, atomic: relaxed] */
   _Atomic int tid;            /* [cons, atomic: release at start, acquire in create] */
@@ -129,17 +127,27 @@ struct lanepool_lane {
   alignas(LANEPOOL__CACHE_LINE) pthread_mutex_t spill_lock;
   _Atomic uint64_t spill_count; /* [spill_lock for writes; atomic seq_cst so the
                                    unlocked fast-path checks can read it] */
+  _Atomic uint64_t spill_in;    /* [spill_lock for writes; atomic release; acquire by
+                                   the drain scan] tasks ever appended */
   lanepool__task *spill;        /* [spill_lock] circular buffer */
   uint64_t spill_cap;           /* [spill_lock] */
   uint64_t spill_head;          /* [spill_lock] */
-  int spill_closed;             /* [spill_lock] set by shutdown */
+  int spill_intake;             /* [spill_lock] LANEPOOL__OPEN / INTAKE_OWN_ONLY / CLOSED */
   _Atomic uint64_t overflowed;  /* [atomic: relaxed] statistics */
 };
 
+/* The pool's life (docs/architecture.md draws it):
+ *   RUNNING -> DRAINING -> CLOSED_JOINED
+ *   RUNNING -> CANCELLING -> CLOSED_JOINED
+ *   DRAINING -> CANCELLING   (a cancelling shutdown escalates a drain)
+ * Transitions are CASes on `state`; the thread whose CAS left RUNNING drives the
+ * shutdown to its end, every other caller waits on the futex of `state`. */
 enum {
   LANEPOOL__RUNNING = 0,
-  LANEPOOL__STOPPING = 1,
-  LANEPOOL__STOPPED = 2,
+  LANEPOOL__DRAINING = 1,
+  LANEPOOL__CANCELLING = 2,
+  LANEPOOL__JOINED = 3,
+  LANEPOOL__ESCALATING = 4, /* DRAINING -> CANCELLING under way (fields being set) */
 };
 
 typedef struct lanepool__counter {
@@ -163,12 +171,21 @@ struct lanepool {
   uint32_t allowed_count;
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
-  /* [atomic: relaxed] read by each lane between tasks; set before CLOSED */
+  /* [atomic: release store by the driver after every lane is CLOSED; acquire by each
+   * lane between tasks] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic int cancel;
-  _Atomic int state; /* [atomic: acq_rel; transitions under `lifecycle`] */
-
-  pthread_mutex_t lifecycle; /* serialises shutdown and destroy */
+  /* LANEPOOL__RUNNING...JOINED. [atomic: seq_cst CAS; futex word for waiters] */
+  _Atomic uint32_t state;
+  /* A cancel that escalates a drain leaves its discard callback here for the driver.
+   * [written by the one thread whose CAS took DRAINING -> ESCALATING, before its
+   * release store of CANCELLING; read by the driver after its acquire load of it] */
+  lanepool_discard_fn discard;
+  void *discard_arg;
   lanepool__timers timers;
+
+  /* Bumped by a lane that goes idle while the pool drains, by a timer cancel and by
+   * an escalation; the driver waits on it between drain scans. [atomic: seq_cst] */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t drain_events;
 
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
@@ -181,24 +198,55 @@ struct lanepool {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
 };
 
+/* Thread-local identity, for the own-thread checks. */
+extern __thread lanepool_lane_t *lanepool__current;   /* the lane this thread runs */
+extern __thread lanepool_t *lanepool__pool_thread;    /* pool of any library thread */
+extern __thread lanepool_t *lanepool__in_callback;    /* pool whose discard runs here */
+
+/* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */
+static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
+  return lanepool__current && lanepool__current->pool == pool;
+}
+
 /* lane.c */
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
                                     const lanepool_config_t *cfg,
                                     lanepool_lane_placement_t where, int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
-void *lanepool__lane_main(void *arg);
-void lanepool__lane_close(lanepool_lane_t *lane);
+int lanepool__lane_start(lanepool_lane_t *lane);
+void lanepool__lane_join(lanepool_lane_t *lane);
+void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);
+void lanepool__lane_wake(lanepool_lane_t *lane);
 void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
                                 void *discard_arg);
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+/* own: the caller may submit while the pool drains (a lane of the pool, or the timer
+ * thread). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own);
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
+uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
+uint64_t lanepool__lane_finished(lanepool_lane_t *lane);
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
+uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
+lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band);
+
+/* thread.c */
+int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg);
+void lanepool__thread_name(const char *pool_name, const char *suffix, char out[16]);
+
+/* lifecycle.c */
+int lanepool__registry_add(lanepool_t *pool);
+void lanepool__drain_idle(lanepool_t *pool);
+void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
+
+/* pool.c */
+void lanepool__pool_free(lanepool_t *pool);
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
-int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime);
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
+                              const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
@@ -215,8 +263,10 @@ static inline bool lanepool__forked(uint64_t generation) {
 int lanepool__timers_start(lanepool_t *pool);
 int lanepool__timers_init(lanepool__timers *t);
 void lanepool__timers_destroy(lanepool__timers *t);
-int lanepool__timers_close(lanepool_t *pool, bool cancel, lanepool__timer_entry **cancelled,
-                           size_t *count);
+void lanepool__timers_set_intake(lanepool_t *pool, int intake);
+void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, size_t *count);
+void lanepool__timers_join(lanepool_t *pool);
+uint64_t lanepool__timers_pending_scan(lanepool_t *pool, bool added_side);
 
 /* placement.c */
 uint32_t lanepool__allowed_cpus(int *out, uint32_t max);

@@ -27,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static __thread lanepool_lane_t *lanepool__current;
+__thread lanepool_lane_t *lanepool__current;
+__thread lanepool_t *lanepool__pool_thread;
+__thread lanepool_t *lanepool__in_callback;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,6 +46,8 @@ uint64_t lanepool__now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t lanepool__add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   int saved = errno;
@@ -68,130 +72,87 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
     *rc = ENOMEM;
     return NULL;
   }
+  memset(lane, 0, sizeof *lane);
   uint32_t cap = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
   size_t bytes = (size_t)cap * sizeof(lanepool__slot);
   bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
-  lane->slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
-  if (!lane->slots) {
-    lanepool__free_on_node(lane, lane_bytes, lane_numa);
+  lanepool__slot *slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
+  if (!slots) {
     *rc = ENOMEM;
-    return NULL;
+    goto fail_lane;
   }
+  if ((*rc = pthread_mutex_init(&lane->spill_lock, NULL))) goto fail_slots;
+  if ((*rc = pthread_mutex_init(&lane->thread_lock, NULL))) goto fail_spill;
+  lanepool__ring_init(&lane->ring, slots, cap);
   lane->lane_bytes = lane_bytes;
   lane->slots_bytes = bytes;
   lane->lane_numa_owned = lane_numa;
   lane->slots_numa_owned = slots_numa;
-  for (uint32_t i = 0; i < cap; i++) {
-    atomic_init(&lane->slots[i].seq, i);
-    lane->slots[i].fn = NULL;
-    lane->slots[i].ctx = NULL;
-  }
-  if ((*rc = pthread_mutex_init(&lane->spill_lock, NULL))) {
-    lanepool__free_on_node(lane->slots, bytes, slots_numa);
-    lanepool__free_on_node(lane, lane_bytes, lane_numa);
-    return NULL;
-  }
   lane->pool = pool;
-  lane->mask = cap - 1;
   lane->band = band;
   lane->index = index;
   lane->spin_ns = cfg->spin_ns[band];
   lane->spin_now = cfg->spin_ns[band];
   lane->fixed_spin = cfg->fixed_spin;
   lane->hard_capacity = cfg->hard_capacity;
+  lane->stack_size = cfg->stack_size;
   lane->cpu = where.cpu;
   lane->node = where.node;
   lane->policy = cfg->policy[band];
   lane->generation = pool->generation;
+  lane->spill_intake = LANEPOOL__OPEN;
   atomic_init(&lane->started_tasks, 0);
   atomic_init(&lane->stalled_since, 0);
   atomic_init(&lane->stalls, 0);
-  atomic_init(&lane->tail, 0);
-  atomic_init(&lane->head_pub, 0);
   atomic_init(&lane->executed, 0);
   atomic_init(&lane->busy_ns, 0);
   atomic_init(&lane->tid, 0);
   atomic_init(&lane->running, 0);
   atomic_init(&lane->sleeping, 0);
   atomic_init(&lane->spill_count, 0);
+  atomic_init(&lane->spill_in, 0);
   atomic_init(&lane->overflowed, 0);
   atomic_init(&lane->userdata, NULL);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
   char suffix[16];
-  int slen = snprintf(suffix, sizeof suffix, "-%s-%u", lanepool__band_short_names[band], index);
-  size_t keep = strnlen(pool->name, (size_t)(15 - slen));
-  memcpy(lane->name, pool->name, keep);
-  memcpy(lane->name + keep, suffix, (size_t)slen + 1);
+  snprintf(suffix, sizeof suffix, "-%s-%u", lanepool__band_short_names[band], index);
+  lanepool__thread_name(pool->name, suffix, lane->name);
   *rc = 0;
   return lane;
+
+fail_spill:
+  pthread_mutex_destroy(&lane->spill_lock);
+fail_slots:
+  lanepool__free_on_node(slots, bytes, slots_numa);
+fail_lane:
+  lanepool__free_on_node(lane, lane_bytes, lane_numa);
+  return NULL;
 }
 
 void lanepool__lane_free(lanepool_lane_t *lane) {
   if (!lane) return;
   pthread_mutex_destroy(&lane->spill_lock);
+  pthread_mutex_destroy(&lane->thread_lock);
   free(lane->spill);
-  lanepool__free_on_node(lane->slots, lane->slots_bytes, lane->slots_numa_owned);
+  lanepool__free_on_node(lane->ring.slots, lane->slots_bytes, lane->slots_numa_owned);
   lanepool__free_on_node(lane, lane->lane_bytes, lane->lane_numa_owned);
-}
-
-/* ---- the ring --------------------------------------------------------------- */
-
-/* 0, EAGAIN (full), ESHUTDOWN (closed). */
-static int ring_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  uint64_t pos = atomic_load_explicit(&lane->tail, memory_order_relaxed);
-  for (;;) {
-    if (pos & LANEPOOL__CLOSED) return ESHUTDOWN;
-    lanepool__slot *slot = &lane->slots[pos & lane->mask];
-    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-    int64_t diff = (int64_t)(seq - pos);
-    if (diff == 0) {
-      /* seq_cst: ordered before the `sleeping` load in lanepool__lane_push. */
-      if (atomic_compare_exchange_weak_explicit(&lane->tail, &pos, pos + 1,
-                                                memory_order_seq_cst,
-                                                memory_order_relaxed)) {
-        slot->fn = fn;
-        slot->ctx = ctx;
-        /* release: pairs with the acquire in ring_pop. */
-        atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
-        return 0;
-      }
-    } else if (diff < 0) {
-      return EAGAIN; /* the consumer has not freed this cell yet: full */
-    } else {
-      pos = atomic_load_explicit(&lane->tail, memory_order_relaxed);
-    }
-  }
-}
-
-static bool ring_pop(lanepool_lane_t *lane, lanepool__task *out) {
-  uint64_t pos = lane->head;
-  lanepool__slot *slot = &lane->slots[pos & lane->mask];
-  /* acquire: pairs with the producer's release of seq = pos + 1. */
-  uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-  if (seq != pos + 1) return false;
-  out->fn = slot->fn;
-  out->ctx = slot->ctx;
-  /* release: pairs with the acquire of the producer that claims pos + capacity. */
-  atomic_store_explicit(&slot->seq, pos + lane->mask + 1, memory_order_release);
-  lane->head = pos + 1;
-  atomic_store_explicit(&lane->head_pub, pos + 1, memory_order_relaxed);
-  return true;
-}
-
-static inline uint64_t tail_pos(const lanepool_lane_t *lane, memory_order order) {
-  return atomic_load_explicit(&((lanepool_lane_t *)lane)->tail, order) & ~LANEPOOL__CLOSED;
 }
 
 /* ---- the overflow list ------------------------------------------------------ */
 
-/* 0, ENOMEM, ESHUTDOWN. Keeps FIFO: once the list is non-empty every producer
- * appends here until the lane has emptied it (see lanepool__lane_push). */
-static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+/* 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. Keeps FIFO: once the list is
+ * non-empty every producer appends here until the lane has emptied it (see
+ * lanepool__lane_push). */
+static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
   pthread_mutex_lock(&lane->spill_lock);
-  if (lane->spill_closed) {
-    pthread_mutex_unlock(&lane->spill_lock);
-    return ESHUTDOWN;
+  if (lane->spill_intake != LANEPOOL__OPEN) {
+    int rc = lane->spill_intake == LANEPOOL__INTAKE_CLOSED || own ? 0 : LANEPOOL__RING_OWN_ONLY;
+    if (lane->spill_intake == LANEPOOL__INTAKE_CLOSED) rc = ESHUTDOWN;
+    if (rc) {
+      pthread_mutex_unlock(&lane->spill_lock);
+      return rc;
+    }
   }
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
   if (len == lane->spill_cap) {
@@ -209,6 +170,9 @@ static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
     lane->spill_head = 0;
   }
   lane->spill[(lane->spill_head + len) % lane->spill_cap] = (lanepool__task){fn, ctx};
+  LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
+  /* release: pairs with the drain scan's acquire (lanepool__lane_accepted). */
+  atomic_fetch_add_explicit(&lane->spill_in, 1, memory_order_release);
   /* seq_cst: ordered before the `sleeping` load in lanepool__lane_push. */
   atomic_fetch_add_explicit(&lane->spill_count, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&lane->spill_lock);
@@ -228,7 +192,7 @@ static spill_result spill_pop(lanepool_lane_t *lane, lanepool__task *out) {
   }
   /* Holding the lock, we now see every ring claim made before any listed task was
    * appended. If the ring is not empty, those claims are older: run them first. */
-  if (tail_pos(lane, memory_order_seq_cst) != lane->head) {
+  if (lanepool__ring_tail(&lane->ring, memory_order_seq_cst) != lane->ring.head) {
     pthread_mutex_unlock(&lane->spill_lock);
     return SPILL_RING_FIRST;
   }
@@ -242,6 +206,7 @@ static spill_result spill_pop(lanepool_lane_t *lane, lanepool__task *out) {
 /* ---- producers -------------------------------------------------------------- */
 
 static inline void wake_if_parked(lanepool_lane_t *lane) {
+  LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
   /* seq_cst load: see the header comment; the exchange makes exactly one producer
    * pay for the syscall. */
   if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) &&
@@ -249,37 +214,58 @@ static inline void wake_if_parked(lanepool_lane_t *lane) {
     lanepool__futex_wake(&lane->sleeping, 1);
 }
 
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  int rc;
-  if (lane->hard_capacity) {
-    rc = ring_push(lane, fn, ctx);
-  } else if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
-    rc = ring_push(lane, fn, ctx);
-    if (rc == EAGAIN) rc = spill_push(lane, fn, ctx);
-  } else {
-    rc = spill_push(lane, fn, ctx);
+void lanepool__lane_wake(lanepool_lane_t *lane) { wake_if_parked(lane); }
+
+static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
+  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, own);
+  if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
+    int rc = lanepool__ring_push(&lane->ring, fn, ctx, own);
+    if (rc != EAGAIN) return rc;
   }
+  return spill_push(lane, fn, ctx, own);
+}
+
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  int rc = push_once(lane, fn, ctx, own);
+  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
+    /* The pool drains: only its own lanes may still add work (the drain's tail). */
+    rc = lanepool__is_own_lane(lane->pool) ? push_once(lane, fn, ctx, true) : ESHUTDOWN;
   if (rc == 0) wake_if_parked(lane);
   return rc;
 }
 
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane) {
-  uint64_t t = tail_pos(lane, memory_order_relaxed);
-  uint64_t h = atomic_load_explicit(&((lanepool_lane_t *)lane)->head_pub, memory_order_relaxed);
-  uint64_t d = t > h ? t - h : 0;
-  return d + atomic_load_explicit(&((lanepool_lane_t *)lane)->spill_count, memory_order_relaxed);
+  return lanepool__ring_depth(&lane->ring) +
+         atomic_load_explicit(&((lanepool_lane_t *)lane)->spill_count, memory_order_relaxed);
+}
+
+/* Tasks ever accepted: ring claims plus overflow appends. Monotonic. */
+uint64_t lanepool__lane_accepted(lanepool_lane_t *lane) {
+  return lanepool__ring_tail(&lane->ring, memory_order_seq_cst) +
+         atomic_load_explicit(&lane->spill_in, memory_order_acquire);
+}
+
+/* Tasks finished. Monotonic; acquire: a task's own submits happen before. */
+uint64_t lanepool__lane_finished(lanepool_lane_t *lane) {
+  return atomic_load_explicit(&lane->executed, memory_order_acquire);
+}
+
+/* Sets the intake of the overflow list and of the ring (OWN_ONLY or CLOSED). */
+void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
+  pthread_mutex_lock(&lane->spill_lock);
+  if (intake > lane->spill_intake) lane->spill_intake = intake;
+  pthread_mutex_unlock(&lane->spill_lock);
+  lanepool__ring_close(&lane->ring, intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED
+                                                                      : LANEPOOL__OWN_ONLY);
+  wake_if_parked(lane);
 }
 
 /* ---- the lane thread -------------------------------------------------------- */
 
 static inline bool has_work(lanepool_lane_t *lane, memory_order order) {
-  return tail_pos(lane, order) != lane->head ||
+  return lanepool__ring_tail(&lane->ring, order) != lane->ring.head ||
          atomic_load_explicit(&lane->spill_count, order) != 0;
-}
-
-static inline bool is_closed(lanepool_lane_t *lane) {
-  return atomic_load_explicit(&lane->tail, memory_order_seq_cst) & LANEPOOL__CLOSED;
 }
 
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
@@ -298,7 +284,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
-          (atomic_load_explicit(&lane->tail, memory_order_relaxed) & LANEPOOL__CLOSED)) {
+          (atomic_load_explicit(&lane->ring.tail, memory_order_relaxed) & LANEPOOL__CLOSED)) {
         found = true;
         break;
       }
@@ -323,10 +309,13 @@ static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
 
 static void park(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->sleeping, 1, memory_order_seq_cst);
-  if (has_work(lane, memory_order_seq_cst) || is_closed(lane)) {
+  LANEPOOL_INJECT(LANEPOOL__AT_PARK);
+  if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
     atomic_store_explicit(&lane->sleeping, 0, memory_order_relaxed);
     return;
   }
+  /* Idle: if the pool drains, its driver may be waiting for this moment. */
+  lanepool__drain_idle(lane->pool);
   uint64_t t0 = lanepool__now_ns();
   while (atomic_load_explicit(&lane->sleeping, memory_order_acquire) == 1) {
     lanepool__futex_wait(&lane->sleeping, 1);
@@ -334,30 +323,69 @@ static void park(lanepool_lane_t *lane) {
   adapt_after_park(lane, lanepool__now_ns() - t0);
 }
 
-void *lanepool__lane_main(void *arg) {
-  lanepool_lane_t *lane = arg;
-  lanepool_t *pool = lane->pool;
-  lanepool__current = lane;
-  pthread_setname_np(pthread_self(), lane->name);
-  pid_t tid = (pid_t)syscall(SYS_gettid);
-  /* Placement and OS policy are applied here, by the lane itself, before it runs any
-   * task: nice, I/O priority and timer slack are per thread and only some of them can
-   * be set from outside. */
-  lane->applied.placement_error = lanepool__apply_placement(lane);
-  lanepool__apply_policy(&lane->applied, tid, &lane->policy);
-  atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
-  atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
-  atomic_fetch_add_explicit(&pool->started, 1, memory_order_release);
-  lanepool__futex_wake((_Atomic uint32_t *)&pool->started, 1);
+static void sync_trampoline(void *arg);
+static void sync_discard(void *arg);
 
-  uint64_t executed = 0;
+/* Cancel: intake is CLOSED everywhere (set before `cancel`), so the claims are final.
+ * Every `sync` still queued is answered ECANCELED now, by the lane itself, so that a
+ * task of another lane waiting on it returns and that lane can be joined; its cell is
+ * marked (fn NULL) so the discard pass skips it. Everything else stays queued for the
+ * discard pass, which runs on the shutdown thread after every lane was joined. */
+static void cancel_queued_syncs(lanepool_lane_t *lane) {
+  LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
+  lanepool__ring *r = &lane->ring;
+  uint64_t t;
+  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
+    sched_yield(); /* not reached: the driver closes every lane before it sets cancel */
+  uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
+  for (uint64_t pos = r->head; pos < end; pos++) {
+    lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
+    if (slot->fn == sync_trampoline) {
+      sync_discard(slot->ctx);
+      slot->fn = NULL;
+    }
+  }
+  pthread_mutex_lock(&lane->spill_lock);
+  uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
+  for (uint64_t i = 0; i < len; i++) {
+    lanepool__task *task = &lane->spill[(lane->spill_head + i) % lane->spill_cap];
+    if (task->fn == sync_trampoline) {
+      sync_discard(task->ctx);
+      task->fn = NULL;
+    }
+  }
+  pthread_mutex_unlock(&lane->spill_lock);
+}
+
+/* A forked child that was made by a task (fork() inside a task) is a copy of this lane
+ * thread, alone in its process, with none of the pool's other threads. It must not go
+ * on running the lane's queue (the parent runs it). Once the task returns to the lane
+ * loop, the child ends: a note on stderr, then _exit(0) (only async-signal-safe calls
+ * are allowed in such a child). A child that wants to live on must not return. */
+static void forked_child_returned(lanepool_lane_t *lane) {
+  static const char msg[] =
+      "lanepool: a process forked inside a task returned to its lane loop; the child exits "
+      "(status 0)\n";
+  (void)lane;
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  _exit(0);
+}
+
+static void lane_loop(lanepool_lane_t *lane) {
+  lanepool_t *pool = lane->pool;
+  uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
   uint64_t busy_since = 0;
   for (;;) {
-    if (atomic_load_explicit(&pool->cancel, memory_order_relaxed)) break;
+    /* acquire: pairs with the driver's release store of cancel, after CLOSED. */
+    if (atomic_load_explicit(&pool->cancel, memory_order_acquire)) {
+      cancel_queued_syncs(lane);
+      break;
+    }
     lanepool__task task;
-    bool got = ring_pop(lane, &task);
+    bool got = lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
-      if (tail_pos(lane, memory_order_acquire) != lane->head) {
+      if (lanepool__ring_tail(&lane->ring, memory_order_acquire) != lane->ring.head) {
         cpu_relax(); /* a producer claimed a cell and is about to publish it */
         continue;
       }
@@ -370,7 +398,9 @@ void *lanepool__lane_main(void *arg) {
       /* started != executed while a task runs: what the stall detector watches. */
       atomic_store_explicit(&lane->started_tasks, executed + 1, memory_order_relaxed);
       task.fn(task.ctx);
-      atomic_store_explicit(&lane->executed, ++executed, memory_order_relaxed);
+      if (lanepool__forked(lane->generation)) forked_child_returned(lane);
+      /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
+      atomic_store_explicit(&lane->executed, ++executed, memory_order_release);
       continue;
     }
     /* Empty. */
@@ -379,9 +409,9 @@ void *lanepool__lane_main(void *arg) {
                                 memory_order_relaxed);
       busy_since = 0;
     }
-    if (is_closed(lane)) {
-      /* CLOSED was set after the overflow list was closed (lanepool__lane_close), so
-       * nothing can arrive any more; one last look for what arrived before. */
+    if (lanepool__ring_closed(&lane->ring)) {
+      /* CLOSED was set after the overflow list was closed, so nothing can arrive any
+       * more; one last look for what arrived before. */
       if (has_work(lane, memory_order_seq_cst)) continue;
       break;
     }
@@ -391,31 +421,119 @@ void *lanepool__lane_main(void *arg) {
   if (busy_since)
     atomic_fetch_add_explicit(&lane->busy_ns, lanepool__now_ns() - busy_since,
                               memory_order_relaxed);
+}
+
+static void *lane_resume(void *arg);
+
+/* A task ended the lane's thread (pthread_exit, or pthread_cancel at a cancellation
+ * point): the unwinding runs this. The task counts as finished (it ran, once); a
+ * successor thread takes the lane over and runs the rest of its queue, so nothing
+ * accepted is lost and shutdown can still join the lane. */
+static void thread_lost(void *arg) {
+  lanepool_lane_t *lane = arg;
+  atomic_store_explicit(&lane->executed,
+                        atomic_load_explicit(&lane->started_tasks, memory_order_relaxed),
+                        memory_order_release);
+  lanepool__current = NULL;
+  lanepool__pool_thread = NULL;
+  if (lanepool__forked(lane->generation)) return; /* a forked child's copy: let it end */
+  pthread_mutex_lock(&lane->thread_lock);
+  pthread_t next;
+  int rc = lanepool__thread_start(&next, lane->stack_size, lane_resume, lane);
+  if (rc) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg,
+                     "lanepool: a task ended the thread of lane %s and no successor thread "
+                     "could be started (%s); stopping, since its queued tasks could never run\n",
+                     lane->name, strerror(rc));
+    ssize_t ignored = write(2, msg, n > 0 ? (size_t)n : 0);
+    (void)ignored;
+    abort();
+  }
+  lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
+  pthread_mutex_unlock(&lane->thread_lock);
+}
+
+static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
+  lanepool__current = lane;
+  lanepool__pool_thread = lane->pool;
+  pthread_setname_np(pthread_self(), lane->name);
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  /* Placement and OS policy are applied here, by the lane itself, before it runs any
+   * task: nice, I/O priority and timer slack are per thread and only some of them can
+   * be set from outside. */
+  applied->placement_error = lanepool__apply_placement(lane);
+  lanepool__apply_policy(applied, tid, &lane->policy);
+  atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
+  atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
+}
+
+static void lane_run(lanepool_lane_t *lane) {
+  pthread_cleanup_push(thread_lost, lane);
+  lane_loop(lane);
+  pthread_cleanup_pop(0);
   atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
   lanepool__current = NULL;
+  lanepool__pool_thread = NULL;
+}
+
+static void *lane_main(void *arg) {
+  lanepool_lane_t *lane = arg;
+  lane_enter(lane, &lane->applied);
+  atomic_fetch_add_explicit(&lane->pool->started, 1, memory_order_release);
+  lanepool__futex_wake((_Atomic uint32_t *)&lane->pool->started, 1);
+  lane_run(lane);
   return NULL;
 }
 
-void lanepool__lane_close(lanepool_lane_t *lane) {
-  pthread_mutex_lock(&lane->spill_lock);
-  lane->spill_closed = 1;
-  pthread_mutex_unlock(&lane->spill_lock);
-  atomic_fetch_or_explicit(&lane->tail, LANEPOOL__CLOSED, memory_order_seq_cst);
-  wake_if_parked(lane);
+static void *lane_resume(void *arg) {
+  lanepool_lane_t *lane = arg;
+  lanepool__applied applied; /* the first thread's record stays what info reports */
+  lane_enter(lane, &applied);
+  lane_run(lane);
+  return NULL;
 }
 
-/* After the lane thread has been joined: hands every queued task, FIFO, to discard. */
-static void sync_trampoline(void *arg);
-static void sync_discard(void *arg);
+int lanepool__lane_start(lanepool_lane_t *lane) {
+  pthread_mutex_lock(&lane->thread_lock);
+  int rc = lanepool__thread_start(&lane->thread, lane->stack_size, lane_main, lane);
+  pthread_mutex_unlock(&lane->thread_lock);
+  return rc;
+}
 
+/* Joins the lane's thread and every successor it had. */
+void lanepool__lane_join(lanepool_lane_t *lane) {
+  for (;;) {
+    pthread_mutex_lock(&lane->thread_lock);
+    pthread_t t = lane->thread;
+    pthread_mutex_unlock(&lane->thread_lock);
+    pthread_join(t, NULL);
+    pthread_mutex_lock(&lane->thread_lock);
+    bool same = pthread_equal(t, lane->thread);
+    pthread_mutex_unlock(&lane->thread_lock);
+    if (same) return;
+  }
+}
+
+/* After the lane thread was joined: hands every queued task, FIFO, to discard. A cell
+ * claimed but not yet published is waited for (its producer got 0: it must reach the
+ * discard callback like any other). */
 void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
                                 void *discard_arg) {
+  lanepool__ring *r = &lane->ring;
+  uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
+  for (; r->head < end;) {
+    (void)lanepool__ring_wait_cell(r, r->head);
+    lanepool__task task = {NULL, NULL};
+    if (!lanepool__ring_pop(r, &task) || !task.fn) continue; /* fn NULL: a sync answered */ /* a sync the lane already answered */
+    if (task.fn == sync_trampoline) sync_discard(task.ctx);
+    else discard(task.fn, task.ctx, discard_arg);
+  }
   lanepool__task task;
-  while (ring_pop(lane, &task) || spill_pop(lane, &task) == SPILL_TOOK) {
-    if (task.fn == sync_trampoline)
-      sync_discard(task.ctx); /* ours: its waiter gets ECANCELED */
-    else
-      discard(task.fn, task.ctx, discard_arg);
+  while (spill_pop(lane, &task) == SPILL_TOOK) {
+    if (!task.fn) continue;
+    if (task.fn == sync_trampoline) sync_discard(task.ctx);
+    else discard(task.fn, task.ctx, discard_arg);
   }
 }
 
@@ -423,15 +541,20 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
 
 int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   if (!lane || !fn) return EINVAL;
-  return lanepool__lane_push(lane, fn, ctx);
+  return lanepool__lane_push(lane, fn, ctx, false);
+}
+
+int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
+  if (!lane || !fn || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
+  return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
 int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
                              uint64_t timeout_ns) {
   if (!lane || !fn) return EINVAL;
-  int rc = lanepool__lane_push(lane, fn, ctx);
+  int rc = lanepool__lane_push(lane, fn, ctx, false);
   if (rc != EAGAIN) return rc;
-  uint64_t deadline = lanepool__now_ns() + timeout_ns;
+  uint64_t deadline = lanepool__add_sat(lanepool__now_ns(), timeout_ns); /* UINT64_MAX: no end */
   uint64_t pause_ns = 1000;
   for (;;) {
     uint64_t now = lanepool__now_ns();
@@ -440,7 +563,7 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
     uint64_t nap = pause_ns < left ? pause_ns : left;
     struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000u), .tv_nsec = (long)(nap % 1000000000u)};
     nanosleep(&ts, NULL);
-    if ((rc = lanepool__lane_push(lane, fn, ctx)) != EAGAIN) return rc;
+    if ((rc = lanepool__lane_push(lane, fn, ctx, false)) != EAGAIN) return rc;
     if (pause_ns < 1000000) pause_ns *= 2;
   }
 }
@@ -479,7 +602,7 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   if (lanepool__current == lane) return EDEADLK;
   lanepool__sync s = {.fn = fn, .ctx = ctx};
   atomic_init(&s.state, 0);
-  int rc = lanepool__lane_push(lane, sync_trampoline, &s);
+  int rc = lanepool__lane_push(lane, sync_trampoline, &s, false);
   if (rc) return rc;
   uint32_t st;
   while ((st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
@@ -489,6 +612,7 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 
 int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   if (!lane || !out) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   lanepool_lane_t *l = (lanepool_lane_t *)lane;
   memset(out, 0, sizeof *out);
   out->qos = lanepool__qos_of_band[l->band];
@@ -517,12 +641,14 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
 
 int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out) {
   if (!lane || !out) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   *out = lane->pool;
   return 0;
 }
 
 int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos, uint32_t *index) {
   if (!lane || !qos || !index) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   *qos = lanepool__qos_of_band[lane->band];
   *index = lane->index;
   return 0;
@@ -530,12 +656,14 @@ int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos, uin
 
 int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata) {
   if (!lane) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   atomic_store_explicit(&lane->userdata, userdata, memory_order_release);
   return 0;
 }
 
 int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out) {
   if (!lane || !out) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   *out = atomic_load_explicit(&((lanepool_lane_t *)lane)->userdata, memory_order_acquire);
   return 0;
 }

@@ -54,32 +54,36 @@ void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT])
   memcpy(out, default_policy, sizeof default_policy);
 }
 
-int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime) {
+/* 0 or EINVAL with *member naming the bad field ("sched", "nice"...). */
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
+                              const char **member) {
+#define BAD(m) do { *member = (m); return EINVAL; } while (0)
   switch (p->sched) {
   case LANEPOOL_SCHED_OTHER:
   case LANEPOOL_SCHED_BATCH:
   case LANEPOOL_SCHED_IDLE:
-    if (p->rt_priority != 0) return EINVAL;
+    if (p->rt_priority != 0) BAD("rt_priority");
     break;
   case LANEPOOL_SCHED_FIFO:
   case LANEPOOL_SCHED_RR:
-    if (!allow_realtime) return EINVAL;
-    if (p->rt_priority < 1 || p->rt_priority > 99) return EINVAL;
+    if (!allow_realtime) BAD("sched");
+    if (p->rt_priority < 1 || p->rt_priority > 99) BAD("rt_priority");
     break;
-  default: return EINVAL;
+  default: BAD("sched");
   }
-  if (p->nice < -20 || p->nice > 19) return EINVAL;
+  if (p->nice < -20 || p->nice > 19) BAD("nice");
   switch (p->ioprio_class) {
   case LANEPOOL_IOPRIO_NONE:
   case LANEPOOL_IOPRIO_RT:
   case LANEPOOL_IOPRIO_BE:
   case LANEPOOL_IOPRIO_IDLE: break;
-  default: return EINVAL;
+  default: BAD("ioprio_class");
   }
-  if (p->ioprio_level < 0 || p->ioprio_level > 7) return EINVAL;
-  if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) return EINVAL;
+  if (p->ioprio_level < 0 || p->ioprio_level > 7) BAD("ioprio_level");
+  if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) BAD("slice_ns");
   if (p->slice_ns != 0 && (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR))
-    return EINVAL;
+    BAD("slice_ns");
+#undef BAD
   return 0;
 }
 

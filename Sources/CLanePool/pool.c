@@ -19,46 +19,6 @@ const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
     LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
 
-/* ---- registry of live pools ------------------------------------------------- */
-
-/* Not static: fork.c holds it across fork(). */
-pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-#define registry_lock lanepool__registry_lock
-static lanepool_t **registry;       /* [registry_lock] */
-static size_t registry_len, registry_cap;
-
-static int registry_add(lanepool_t *pool) {
-  pthread_mutex_lock(&registry_lock);
-  if (registry_len == registry_cap) {
-    size_t ncap = registry_cap ? registry_cap * 2 : 16;
-    lanepool_t **n = realloc(registry, ncap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&registry_lock);
-      return ENOMEM;
-    }
-    registry = n;
-    registry_cap = ncap;
-  }
-  registry[registry_len++] = pool;
-  pthread_mutex_unlock(&registry_lock);
-  return 0;
-}
-
-/* Removes the pool if it is live. true if it was. */
-static bool registry_take(lanepool_t *pool) {
-  bool found = false;
-  pthread_mutex_lock(&registry_lock);
-  for (size_t i = 0; i < registry_len; i++) {
-    if (registry[i] == pool) {
-      registry[i] = registry[--registry_len];
-      found = true;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&registry_lock);
-  return found;
-}
-
 /* ---- configuration ---------------------------------------------------------- */
 
 int lanepool_config_init(lanepool_config_t *cfg) {
@@ -95,113 +55,136 @@ static uint32_t allowed_cpu_count(void) {
   return n > 0 ? (uint32_t)n : 1;
 }
 
-static int validate(const lanepool_config_t *cfg) {
-  if (cfg->name && cfg->name[0] == '\0') return EINVAL;
+static int check_config(const lanepool_config_t *cfg, const char **field) {
+  static const char *const policy_fields[LANEPOOL_BAND_COUNT][6] = {
+#define BAND_FIELDS(b)                                                                    \
+  {"policy[" #b "].sched", "policy[" #b "].rt_priority", "policy[" #b "].nice",           \
+   "policy[" #b "].ioprio_class", "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns"}
+      BAND_FIELDS(0), BAND_FIELDS(1), BAND_FIELDS(2), BAND_FIELDS(3), BAND_FIELDS(4)
+#undef BAND_FIELDS
+  };
+  static const char *const members[6] = {"sched", "rt_priority", "nice",
+                                         "ioprio_class", "ioprio_level", "slice_ns"};
+#define BAD(f) do { *field = (f); return EINVAL; } while (0)
+  if (cfg->name && cfg->name[0] == '\0') BAD("name");
   if (cfg->lanes_per_band == 0 || (cfg->lanes_per_band > LANEPOOL_MAX_LANES_PER_BAND &&
                                    cfg->lanes_per_band != LANEPOOL_LANES_PER_CPU))
-    return EINVAL;
+    BAD("lanes_per_band");
   uint32_t cap = cfg->ring_capacity;
   if (cap != 0 && (cap < LANEPOOL_MIN_RING_CAPACITY || cap > LANEPOOL_MAX_RING_CAPACITY ||
                    (cap & (cap - 1)) != 0))
-    return EINVAL;
-  if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) return EINVAL;
-  if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) return EINVAL;
-  if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) return EINVAL;
+    BAD("ring_capacity");
+  if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) BAD("hard_capacity");
+  if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) BAD("allow_realtime");
+  if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) BAD("stall_threshold_ns");
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    int rc = lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime);
-    if (rc) return rc;
+    const char *member = NULL;
+    if (lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime, &member)) {
+      for (int m = 0; m < 6; m++)
+        if (member && strcmp(member, members[m]) == 0) BAD(policy_fields[b][m]);
+      BAD(policy_fields[b][0]);
+    }
   }
   switch (cfg->placement) {
   case LANEPOOL_PLACEMENT_NONE:
   case LANEPOOL_PLACEMENT_CORES: break;
-  case LANEPOOL_PLACEMENT_CPU_LIST:
-    if (!cfg->cpus || cfg->cpu_count == 0) return EINVAL;
+  case LANEPOOL_PLACEMENT_CPU_LIST: {
+    if (!cfg->cpus || cfg->cpu_count == 0) BAD("cpus");
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) BAD("cpus");
+    for (uint32_t i = 0; i < cfg->cpu_count; i++) {
+      int c = cfg->cpus[i];
+      if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) BAD("cpus");
+    }
     break;
+  }
   case LANEPOOL_PLACEMENT_NUMA:
     /* Node-local memory and node binding need libnuma in the build. */
-    if (!lanepool_numa_supported()) return ENOTSUP;
+    if (!lanepool_numa_supported()) {
+      *field = "placement";
+      return ENOTSUP;
+    }
     break;
-  default: return EINVAL;
+  default: BAD("placement");
   }
+#undef BAD
   return 0;
+}
+
+int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
+  const char *ignored;
+  if (!field) field = &ignored;
+  if (!cfg) {
+    *field = "cfg";
+    return EINVAL;
+  }
+  return check_config(cfg, field);
 }
 
 /* ---- creation and teardown -------------------------------------------------- */
 
-static void free_pool(lanepool_t *pool) {
+void lanepool__pool_free(lanepool_t *pool) {
   uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
   if (pool->lanes)
     for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
   free(pool->lanes);
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
-  pthread_mutex_destroy(&pool->lifecycle);
   free(pool);
 }
 
-/* Closes every lane (no new task accepted), then joins the first `count` threads. */
-static void close_and_join(lanepool_t *pool, uint32_t count) {
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
-  for (uint32_t i = 0; i < total; i++) lanepool__lane_close(pool->lanes[i]);
-  for (uint32_t i = 0; i < count; i++) pthread_join(pool->lanes[i]->thread, NULL);
-}
-
-static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
-  lanepool__fork_init();
-  int rc = validate(cfg);
-  if (rc) return rc;
-  uint32_t per_band = cfg->lanes_per_band;
-  if (per_band == LANEPOOL_LANES_PER_CPU) {
-    per_band = allowed_cpu_count();
-    if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
-  }
-  uint32_t total = per_band * LANEPOOL_BAND_COUNT;
-
+/* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
+static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
+                              int *rc) {
   lanepool_t *pool = aligned_alloc(LANEPOOL__CACHE_LINE,
                                    (sizeof(lanepool_t) + LANEPOOL__CACHE_LINE - 1) &
                                        ~(size_t)(LANEPOOL__CACHE_LINE - 1));
-  if (!pool) return ENOMEM;
+  if (!pool) {
+    *rc = ENOMEM;
+    return NULL;
+  }
   memset(pool, 0, sizeof *pool);
+  if ((*rc = lanepool__timers_init(&pool->timers))) {
+    free(pool);
+    return NULL;
+  }
   snprintf(pool->name, sizeof pool->name, "%s", cfg->name ? cfg->name : "lanepool");
   pool->lanes_per_band = per_band;
   pool->ring_capacity = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
   pool->hard_capacity = cfg->hard_capacity;
   pool->is_default = is_default;
-  atomic_init(&pool->cancel, 0);
-  atomic_init(&pool->state, LANEPOOL__RUNNING);
-  atomic_init(&pool->started, 0);
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&pool->rr[b].value, 0);
-  if ((rc = lanepool__timers_init(&pool->timers))) {
-    free(pool);
-    return rc;
-  }
-  if ((rc = pthread_mutex_init(&pool->lifecycle, NULL))) {
-    lanepool__timers_destroy(&pool->timers);
-    free(pool);
-    return rc;
-  }
   pool->placement = cfg->placement;
   pool->generation = atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed);
   pool->stall_threshold_ns = cfg->stall_threshold_ns;
   pool->log = cfg->log;
   pool->log_arg = cfg->log_arg;
+  atomic_init(&pool->cancel, 0);
+  atomic_init(&pool->state, LANEPOOL__RUNNING);
+  atomic_init(&pool->drain_events, 0);
+  atomic_init(&pool->started, 0);
   atomic_init(&pool->spinners, 0);
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&pool->rr[b].value, 0);
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
     pool->max_spinners = half ? half : 1;
   } else {
     pool->max_spinners = cfg->max_spinning_lanes;
   }
-  pool->lanes = calloc(total, sizeof *pool->lanes);
+  return pool;
+}
+
+/* Step 2: where each lane index goes (the same plan for every band), then the lanes. */
+static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
+  uint32_t per_band = pool->lanes_per_band;
+  int rc = 0;
+  pool->lanes = calloc((size_t)per_band * LANEPOOL_BAND_COUNT, sizeof *pool->lanes);
   lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
   int *allowed = calloc(CPU_SETSIZE, sizeof *allowed);
   if (!pool->lanes || !plan || !allowed) {
-    free(plan);
-    free(allowed);
-    free_pool(pool);
-    return ENOMEM;
+    rc = ENOMEM;
+    goto out;
   }
-  /* Where each lane index goes; the same plan for every band. */
   uint32_t allowed_count = lanepool__allowed_cpus(allowed, CPU_SETSIZE);
   pool->allowed_count = allowed_count < 64 ? allowed_count : 64;
   memcpy(pool->allowed_cpus, allowed, pool->allowed_count * sizeof(int));
@@ -211,89 +194,77 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   if (!rc)
     rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, &pool->topology,
                         allowed, allowed_count, plan);
-  free(allowed);
-  if (rc) {
-    free(plan);
-    free_pool(pool);
-    return rc;
-  }
-  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    for (uint32_t i = 0; i < per_band; i++) {
+  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
+    for (uint32_t i = 0; !rc && i < per_band; i++) {
       lanepool_lane_t *lane = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);
-      if (!lane) {
-        free(plan);
-        free_pool(pool);
-        return rc;
-      }
       pool->lanes[b * per_band + i] = lane;
     }
   }
+out:
   free(plan);
+  free(allowed);
+  return rc;
+}
 
-  pthread_attr_t attr;
-  if ((rc = pthread_attr_init(&attr))) {
-    free_pool(pool);
-    return rc;
-  }
-  if (cfg->stack_size && (rc = pthread_attr_setstacksize(&attr, cfg->stack_size))) {
-    pthread_attr_destroy(&attr);
-    free_pool(pool);
-    return rc;
-  }
-  /* Lanes inherit this mask: asynchronous signals go to the application's own
-   * threads, never to a lane in the middle of a task. */
-  sigset_t all, old;
-  sigfillset(&all);
-  sigdelset(&all, SIGSEGV);
-  sigdelset(&all, SIGBUS);
-  sigdelset(&all, SIGFPE);
-  sigdelset(&all, SIGILL);
-  sigdelset(&all, SIGTRAP);
-  sigdelset(&all, SIGABRT);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
+/* Step 3: start every lane thread and wait until each has applied its policy. On
+ * error the ones started are closed and joined. */
+static int lanes_start(lanepool_t *pool) {
+  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
   uint32_t created = 0;
-  for (; created < total; created++) {
-    lanepool_lane_t *lane = pool->lanes[created];
-    if ((rc = pthread_create(&lane->thread, &attr, lanepool__lane_main, lane))) break;
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
+  int rc = 0;
+  for (; created < total; created++)
+    if ((rc = lanepool__lane_start(pool->lanes[created]))) break;
   if (rc) {
-    close_and_join(pool, created);
-    free_pool(pool);
+    lanepool__close_and_join(pool, created);
     return rc;
   }
   uint32_t seen;
   while ((seen = atomic_load_explicit(&pool->started, memory_order_acquire)) < total)
     lanepool__futex_wait((_Atomic uint32_t *)&pool->started, seen);
+  return 0;
+}
 
-  if ((rc = registry_add(pool))) {
-    close_and_join(pool, total);
-    free_pool(pool);
-    return rc;
-  }
-  if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) {
-    registry_take(pool);
-    close_and_join(pool, total);
-    free_pool(pool);
-    return rc;
-  }
-  if (cfg->log) {
-    char msg[2048];
-    if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
-      cfg->log(LANEPOOL_LOG_WARNING, msg, cfg->log_arg);
-    for (uint32_t i = 0; i < total; i++) {
-      if (pool->lanes[i]->applied.placement_error) {
-        snprintf(msg, sizeof msg, "lanepool '%s': lane %s could not be pinned/bound (%s); it floats",
-                 pool->name, pool->lanes[i]->name,
-                 strerror(pool->lanes[i]->applied.placement_error));
-        cfg->log(LANEPOOL_LOG_WARNING, msg, cfg->log_arg);
-        break;
-      }
+static void log_refusals(lanepool_t *pool) {
+  if (!pool->log) return;
+  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  char msg[2048];
+  if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
+    pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+  for (uint32_t i = 0; i < total; i++) {
+    if (pool->lanes[i]->applied.placement_error) {
+      snprintf(msg, sizeof msg, "lanepool '%s': lane %s could not be pinned/bound (%s); it floats",
+               pool->name, pool->lanes[i]->name, strerror(pool->lanes[i]->applied.placement_error));
+      pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+      break;
     }
   }
+}
+
+static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
+  lanepool__fork_init();
+  const char *field;
+  int rc = check_config(cfg, &field);
+  if (rc) return rc;
+  uint32_t per_band = cfg->lanes_per_band;
+  if (per_band == LANEPOOL_LANES_PER_CPU) {
+    per_band = allowed_cpu_count();
+    if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
+  }
+  lanepool_t *pool = pool_alloc(cfg, is_default, per_band, &rc);
+  if (!pool) return rc;
+  if ((rc = lanes_alloc(pool, cfg))) goto fail_free;
+  if ((rc = lanes_start(pool))) goto fail_free;
+  if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
+  if ((rc = lanepool__registry_add(pool))) goto fail_join;
+  log_refusals(pool);
   *out = pool;
   return 0;
+
+fail_join:
+  lanepool__close_and_join(pool, pool->lanes_per_band * LANEPOOL_BAND_COUNT);
+fail_free:
+  lanepool__pool_free(pool);
+  return rc;
 }
 
 int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
@@ -334,78 +305,12 @@ int lanepool_default(lanepool_t **out) {
   return rc;
 }
 
-static bool called_from_own_lane(const lanepool_t *pool) {
-  lanepool_lane_t *cur;
-  return lanepool_current_lane(&cur) == 0 && cur->pool == pool;
-}
-
-int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
-                      lanepool_discard_fn discard, void *discard_arg) {
-  if (!pool) return EINVAL;
-  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  if (pool->is_default) return EPERM;
-  if (called_from_own_lane(pool)) return EDEADLK;
-
-  pthread_mutex_lock(&pool->lifecycle);
-  if (atomic_load_explicit(&pool->state, memory_order_acquire) != LANEPOOL__RUNNING) {
-    pthread_mutex_unlock(&pool->lifecycle);
-    return EALREADY;
-  }
-  atomic_store_explicit(&pool->state, LANEPOOL__STOPPING, memory_order_release);
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL)
-    atomic_store_explicit(&pool->cancel, 1, memory_order_seq_cst);
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
-  /* Timers first, while the lanes still take tasks: DRAIN lets them all fire. */
-  lanepool__timer_entry *cancelled_timers;
-  size_t cancelled_count;
-  lanepool__timers_close(pool, mode == LANEPOOL_SHUTDOWN_CANCEL, &cancelled_timers,
-                         &cancelled_count);
-  close_and_join(pool, total);
-  /* Joined: everything still queued is ours now. After DRAIN the rings are empty. */
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL) {
-    for (uint32_t i = 0; i < total; i++)
-      lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
-    for (size_t i = 0; i < cancelled_count; i++)
-      discard(cancelled_timers[i].fn, cancelled_timers[i].ctx, discard_arg);
-  }
-  free(cancelled_timers);
-  atomic_store_explicit(&pool->state, LANEPOOL__STOPPED, memory_order_release);
-  pthread_mutex_unlock(&pool->lifecycle);
-  return 0;
-}
-
-int lanepool_destroy(lanepool_t *pool) {
-  if (!pool) return EINVAL;
-  /* One pass under the registry lock: a stale pointer is only compared, never read;
-   * a live one is checked and taken out, so a concurrent destroy gets EINVAL. */
-  int rc = 0;
-  pthread_mutex_lock(&registry_lock);
-  size_t at = registry_len;
-  for (size_t i = 0; i < registry_len && at == registry_len; i++)
-    if (registry[i] == pool) at = i;
-  if (at == registry_len) rc = EINVAL;
-  else if (lanepool__forked(pool->generation)) rc = EOWNERDEAD;
-  else if (pool->is_default) rc = EPERM;
-  else if (called_from_own_lane(pool)) rc = EDEADLK;
-  else registry[at] = registry[--registry_len];
-  pthread_mutex_unlock(&registry_lock);
-  if (rc) return rc;
-  rc = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
-  (void)rc; /* 0, or EALREADY: someone shut it down already; both are fine */
-  /* Wait for a concurrent shutdown to finish before freeing. */
-  pthread_mutex_lock(&pool->lifecycle);
-  pthread_mutex_unlock(&pool->lifecycle);
-  free_pool(pool);
-  return 0;
-}
-
 /* ---- picking lanes ---------------------------------------------------------- */
 
 int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
   int b = lanepool_band_index(qos);
   if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   uint32_t n = atomic_fetch_add_explicit(&pool->rr[b].value, 1, memory_order_relaxed);
   *out = pool->lanes[(uint32_t)b * pool->lanes_per_band + n % pool->lanes_per_band];
   return 0;
@@ -415,6 +320,7 @@ int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
                       lanepool_lane_t **out) {
   int b = lanepool_band_index(qos);
   if (!pool || !out || b < 0 || index >= pool->lanes_per_band) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   *out = pool->lanes[(uint32_t)b * pool->lanes_per_band + index];
   return 0;
 }
@@ -432,8 +338,10 @@ int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
                           lanepool_lane_t **out) {
   int b = lanepool_band_index(qos);
   if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   uint32_t n = pool->lanes_per_band;
-  uint32_t i = (uint32_t)(((unsigned __int128)mix64(key) * n) >> 64);
+  /* Multiply-shift range reduction on the hash's high 32 bits (plain C11, no __int128). */
+  uint32_t i = (uint32_t)(((mix64(key) >> 32) * (uint64_t)n) >> 32);
   *out = pool->lanes[(uint32_t)b * n + i];
   return 0;
 }
@@ -450,24 +358,37 @@ static inline uint64_t next_random(void) {
   return x;
 }
 
+/* The less loaded of two distinct random lanes of the band (power of two choices). */
+lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
+  uint32_t n = pool->lanes_per_band;
+  lanepool_lane_t **lanes = &pool->lanes[(uint32_t)band * n];
+  if (n == 1) return lanes[0];
+  uint64_t r = next_random();
+  uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
+  uint32_t j = (uint32_t)((r >> 32) % (n - 1));
+  if (j >= i) j++;
+  return lanepool__lane_depth(lanes[j]) < lanepool__lane_depth(lanes[i]) ? lanes[j] : lanes[i];
+}
+
 int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0) return EINVAL;
-  uint32_t n = pool->lanes_per_band;
-  lanepool_lane_t **band = &pool->lanes[(uint32_t)b * n];
-  lanepool_lane_t *pick = band[0];
-  if (n > 1) {
-    uint64_t r = next_random();
-    uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
-    uint32_t j = (uint32_t)((r >> 32) % (n - 1));
-    if (j >= i) j++;
-    pick = lanepool__lane_depth(band[j]) < lanepool__lane_depth(band[i]) ? band[j] : band[i];
-  }
-  return lanepool__lane_push(pick, fn, ctx);
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  return lanepool__lane_push(lanepool__pick(pool, b), fn, ctx, false);
+}
+
+int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
+                         unsigned flags) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !fn || b < 0 || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  return lanepool__lane_push(lanepool__pick(pool, b), fn, ctx,
+                             (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
 int lanepool_info(const lanepool_t *pool, lanepool_info_t *out) {
   if (!pool || !out) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   memset(out, 0, sizeof *out);
   memcpy(out->name, pool->name, sizeof out->name);
   out->lanes_per_band = pool->lanes_per_band;

@@ -3,6 +3,13 @@
  * (deadline, seq) under a mutex, a condition variable on CLOCK_MONOTONIC. A due timer
  * is submitted to its lane's ring, so it runs after its deadline and in FIFO order with
  * the lane's other tasks. All fields of lanepool__timers are protected by its `lock`.
+ *
+ * A due timer is pushed into its lane while `lock` is held (the push never blocks and
+ * calls no user code), so at every moment a timer is either in the heap, where
+ * lanepool_timer_cancel can take it back, or in its lane's queue: there is no private
+ * "due batch" that is neither. A push refused for lack of room (hard capacity) leaves
+ * the timer in the heap, retried every 100 us, still cancellable; a shutdown takes it
+ * from the heap like any pending timer.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -75,6 +82,9 @@ int lanepool__timers_init(lanepool__timers *t) {
     return rc;
   }
   t->next_id = 1;
+  t->intake = LANEPOOL__OPEN;
+  atomic_init(&t->added, 0);
+  atomic_init(&t->done, 0);
   return 0;
 }
 
@@ -84,18 +94,26 @@ void lanepool__timers_destroy(lanepool__timers *t) {
   free(t->heap);
 }
 
-/* Submits a due timer's task; waits out a full hard-capacity lane rather than drop. */
-static void fire(lanepool_t *pool, const lanepool__timer_entry *e) {
-  for (;;) {
-    int rc = e->lane ? lanepool__lane_push(e->lane, e->fn, e->ctx)
-                     : lanepool_async(pool, lanepool__qos_of_band[e->band], e->fn, e->ctx);
-    if (rc != EAGAIN) return; /* 0; ESHUTDOWN cannot happen: lanes close after timers */
-    usleep(100);
+/* Caller holds t->lock. Pushes the heap's top into its lane: 0 (then it is gone from
+ * the heap), or the push's error (then it stays, to be retried or taken by shutdown). */
+static int fire_top_locked(lanepool_t *pool) {
+  lanepool__timers *t = &pool->timers;
+  const lanepool__timer_entry *e = &t->heap[0];
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_FIRE);
+  lanepool_lane_t *lane = e->lane ? e->lane : lanepool__pick(pool, e->band);
+  /* own: the timer thread is the pool's; a draining pool still takes its timers. */
+  int rc = lanepool__lane_push(lane, e->fn, e->ctx, true);
+  if (rc == 0) {
+    heap_remove(t, 0);
+    /* release: pairs with the drain scan's acquire; after the lane's accept. */
+    atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
   }
+  return rc;
 }
 
 /* The stall detector: a lane whose current task (started != executed) is the same
- * one seen at least stall_threshold_ns ago is stalled. Logs once per stall. */
+ * one seen at least stall_threshold_ns ago is stalled. Logs once per stall. Runs
+ * without any lock held (the log callback is user code). */
 static void check_stalls(lanepool_t *pool, uint64_t now) {
   uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
   for (uint32_t i = 0; i < total; i++) {
@@ -118,7 +136,7 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
       atomic_store_explicit(&l->stalled_since, l->watch_since, memory_order_relaxed);
       atomic_fetch_add_explicit(&l->stalls, 1, memory_order_relaxed);
       if (pool->log) {
-        char msg[160];
+        char msg[256];
         snprintf(msg, sizeof msg,
                  "lanepool '%s': lane %s has been running one task for over %llu ms; its "
                  "queue waits (the pool's other lanes are unaffected)",
@@ -132,10 +150,9 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
 static void *timer_main(void *arg) {
   lanepool_t *pool = arg;
   lanepool__timers *t = &pool->timers;
+  lanepool__pool_thread = pool; /* a pool thread: shutdown/destroy from here is EDEADLK */
   char name[16];
-  size_t keep = strnlen(pool->name, 12);
-  memcpy(name, pool->name, keep);
-  memcpy(name + keep, "-tm", 4);
+  lanepool__thread_name(pool->name, "-tm", name);
   pthread_setname_np(pthread_self(), name);
   /* It inherited whatever thread set the first timer (maybe a pinned background
    * lane): take the pool's allowed CPUs and its most urgent band's policy, since
@@ -151,33 +168,28 @@ static void *timer_main(void *arg) {
   /* Its own sleeps are the timers' deadlines: no slack (1 ns is prctl's minimum). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
-  lanepool__timer_entry due[64];
   uint64_t check_every = pool->stall_threshold_ns / 2;
   uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
   pthread_mutex_lock(&t->lock);
-  for (;;) {
-    if (t->stop) break;
-    if (t->len == 0 && t->draining) break; /* every pending timer has fired */
+  while (!t->stop) {
     uint64_t now = lanepool__now_ns();
     if (now >= next_check) {
       pthread_mutex_unlock(&t->lock);
       check_stalls(pool, now);
       pthread_mutex_lock(&t->lock);
-      next_check = now + check_every;
+      next_check = lanepool__add_sat(now, check_every);
       continue;
     }
-    uint64_t wake = next_check;
     if (t->len > 0 && t->heap[0].deadline <= now) {
-      size_t n = 0;
-      while (n < 64 && t->len > 0 && t->heap[0].deadline <= now) {
-        due[n++] = t->heap[0];
-        heap_remove(t, 0);
-      }
+      if (fire_top_locked(pool) == 0) continue;
+      /* No room (hard capacity) or no memory: the timer stays in the heap, cancellable;
+       * try again shortly, without the lock. */
       pthread_mutex_unlock(&t->lock);
-      for (size_t i = 0; i < n; i++) fire(pool, &due[i]);
+      usleep(100);
       pthread_mutex_lock(&t->lock);
       continue;
     }
+    uint64_t wake = next_check;
     if (t->len > 0 && t->heap[0].deadline < wake) wake = t->heap[0].deadline;
     if (wake == UINT64_MAX) {
       pthread_cond_wait(&t->cond, &t->lock);
@@ -188,6 +200,7 @@ static void *timer_main(void *arg) {
     }
   }
   pthread_mutex_unlock(&t->lock);
+  lanepool__pool_thread = NULL;
   return NULL;
 }
 
@@ -195,11 +208,7 @@ static void *timer_main(void *arg) {
 static int start_locked(lanepool_t *pool) {
   lanepool__timers *t = &pool->timers;
   if (t->started) return 0;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&t->thread, NULL, timer_main, pool);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  int rc = lanepool__thread_start(&t->thread, 0, timer_main, pool);
   if (rc == 0) t->started = true;
   return rc;
 }
@@ -213,34 +222,33 @@ int lanepool__timers_start(lanepool_t *pool) {
 
 static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
                      lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+  /* Before any lock: in a fork child the lock may have been held by a parent thread. */
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   lanepool__timers *t = &pool->timers;
   pthread_mutex_lock(&t->lock);
-  if (lanepool__forked(pool->generation)) {
-    pthread_mutex_unlock(&t->lock);
-    return EOWNERDEAD;
+  int rc = 0;
+  if (t->intake == LANEPOOL__INTAKE_CLOSED ||
+      (t->intake == LANEPOOL__INTAKE_OWN_ONLY && !lanepool__is_own_lane(pool)))
+    rc = ESHUTDOWN;
+  if (!rc) rc = start_locked(pool);
+  if (!rc && t->len == t->cap) {
+    size_t ncap = t->cap ? t->cap * 2 : 64;
+    lanepool__timer_entry *n = realloc(t->heap, ncap * sizeof *n);
+    if (!n) rc = ENOMEM;
+    else {
+      t->heap = n;
+      t->cap = ncap;
+    }
   }
-  if (t->closed) {
-    pthread_mutex_unlock(&t->lock);
-    return ESHUTDOWN;
-  }
-  int rc = start_locked(pool);
   if (rc) {
     pthread_mutex_unlock(&t->lock);
     return rc;
   }
-  if (t->len == t->cap) {
-    size_t ncap = t->cap ? t->cap * 2 : 64;
-    lanepool__timer_entry *n = realloc(t->heap, ncap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&t->lock);
-      return ENOMEM;
-    }
-    t->heap = n;
-    t->cap = ncap;
-  }
   lanepool_timer_t id = t->next_id++;
   t->heap[t->len] = (lanepool__timer_entry){deadline, id, id, lane, band, fn, ctx};
   sift_up(t->heap, t->len++);
+  /* release: pairs with the drain scan's acquire. */
+  atomic_fetch_add_explicit(&t->added, 1, memory_order_release);
   bool earliest = t->heap[0].seq == id;
   pthread_mutex_unlock(&t->lock);
   if (earliest) pthread_cond_signal(&t->cond);
@@ -263,47 +271,66 @@ int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline
 
 int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out) {
   if (!pool) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   lanepool__timers *t = &pool->timers;
   pthread_mutex_lock(&t->lock);
   if (timer == 0 || timer >= t->next_id) {
     pthread_mutex_unlock(&t->lock);
     return EINVAL;
   }
+  int rc = EALREADY;
   for (size_t i = 0; i < t->len; i++) {
     if (t->heap[i].id == timer) {
       if (ctx_out) *ctx_out = t->heap[i].ctx;
       heap_remove(t, i);
-      pthread_mutex_unlock(&t->lock);
-      return 0;
+      atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+      rc = 0;
+      break;
     }
   }
   pthread_mutex_unlock(&t->lock);
-  return EALREADY;
+  if (rc == 0) lanepool__drain_idle(pool); /* maybe the last thing a drain waited for */
+  return rc;
 }
 
-/* Shutdown, step 1 (before the lanes close). DRAIN: refuse new timers and wait until
- * every pending one has fired. CANCEL: refuse new timers and move the pending ones to
- * *cancelled (caller frees it) for the discard callback. */
-int lanepool__timers_close(lanepool_t *pool, bool cancel, lanepool__timer_entry **cancelled,
-                           size_t *count) {
+void lanepool__timers_set_intake(lanepool_t *pool, int intake) {
+  pthread_mutex_lock(&pool->timers.lock);
+  if (intake > pool->timers.intake) pool->timers.intake = intake;
+  pthread_mutex_unlock(&pool->timers.lock);
+}
+
+/* Shutdown: refuse new timers, take every pending one out (into *cancelled, deadline
+ * order, caller frees; NULL after a drain, which waited for the heap to empty) and
+ * tell the timer thread to stop. lanepool__timers_join waits for it: the caller
+ * joins only once every lane is closed too, so that no pool thread is joined while it
+ * may wait on a lane (a log callback may call lanepool_lane_sync). */
+void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, size_t *count) {
   lanepool__timers *t = &pool->timers;
   *cancelled = NULL;
   *count = 0;
   pthread_mutex_lock(&t->lock);
-  t->closed = true;
-  if (cancel && t->len) {
-    *cancelled = t->heap; /* heap order; sorted below */
+  t->intake = LANEPOOL__INTAKE_CLOSED;
+  if (t->len) {
+    *cancelled = t->heap;
     *count = t->len;
     t->heap = NULL;
     t->len = t->cap = 0;
   }
-  if (cancel) t->stop = true;
-  else t->draining = true;
-  bool started = t->started;
+  t->stop = true;
   pthread_mutex_unlock(&t->lock);
   pthread_cond_signal(&t->cond);
-  if (started) pthread_join(t->thread, NULL);
-  /* Hand cancelled timers over in deadline order. */
   if (*count > 1) qsort(*cancelled, *count, sizeof **cancelled, compare_entries);
-  return 0;
+}
+
+void lanepool__timers_join(lanepool_t *pool) {
+  pthread_mutex_lock(&pool->timers.lock);
+  bool started = pool->timers.started;
+  pthread_mutex_unlock(&pool->timers.lock);
+  if (started) pthread_join(pool->timers.thread, NULL);
+}
+
+/* The drain scan's view: timers ever accepted, or ever done (fired or cancelled). */
+uint64_t lanepool__timers_pending_scan(lanepool_t *pool, bool added_side) {
+  return atomic_load_explicit(added_side ? &pool->timers.added : &pool->timers.done,
+                              memory_order_acquire);
 }

@@ -1,0 +1,67 @@
+/*
+ * inject.c - the test build's injection points (see inject.h). Empty otherwise.
+ */
+#define _GNU_SOURCE
+#include "inject.h"
+
+#ifdef LANEPOOL_TEST_INJECT
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+static _Atomic uint64_t inject_seed;
+static _Atomic uint32_t inject_sleep_us = 200;
+static _Atomic uint64_t inject_threads; /* gives each thread its own stream */
+static _Atomic uint64_t inject_hits[LANEPOOL__AT_COUNT];
+static __thread uint64_t stream;
+static __thread uint64_t stream_seed;
+
+void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us) {
+  atomic_store(&inject_threads, 0);
+  for (int i = 0; i < LANEPOOL__AT_COUNT; i++) atomic_store(&inject_hits[i], 0);
+  atomic_store(&inject_sleep_us, sleep_us ? sleep_us : 1);
+  atomic_store(&inject_seed, seed);
+}
+
+uint64_t lanepool__inject_hits(int point) {
+  return point >= 0 && point < LANEPOOL__AT_COUNT ? atomic_load(&inject_hits[point]) : 0;
+}
+
+static uint64_t next(void) { /* xorshift64* */
+  uint64_t x = stream;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  stream = x;
+  return x * UINT64_C(0x2545F4914F6CDD1D);
+}
+
+void lanepool__inject(int point) {
+  uint64_t seed = atomic_load_explicit(&inject_seed, memory_order_relaxed);
+  if (seed == 0) return;
+  if (stream_seed != seed || stream == 0) {
+    stream_seed = seed;
+    uint64_t n = atomic_fetch_add(&inject_threads, 1) + 1;
+    stream = (seed * UINT64_C(0x9E3779B97F4A7C15)) ^ (n * UINT64_C(0xBF58476D1CE4E5B9)) ^
+             ((uint64_t)point << 32) ^ 1;
+  }
+  atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
+  uint64_t r = next() ^ ((uint64_t)point * UINT64_C(0x94D049BB133111EB));
+  switch (r % 16) {
+  case 0: case 1: case 2: case 3:
+    sched_yield();
+    break;
+  case 4: {
+    uint32_t cap = atomic_load_explicit(&inject_sleep_us, memory_order_relaxed);
+    uint64_t us = 1 + (r >> 8) % cap;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(us * 1000)};
+    nanosleep(&ts, NULL);
+    break;
+  }
+  default:
+    break;
+  }
+}
+#else
+typedef int lanepool__inject_unused; /* ISO C wants a declaration in every unit */
+#endif

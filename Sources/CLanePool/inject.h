@@ -1,0 +1,41 @@
+/*
+ * inject.h - fault-injection points for deterministic interleaving tests.
+ *
+ * In a normal build LANEPOOL_INJECT(point) compiles to nothing. A test build
+ * (-DLANEPOOL_TEST_INJECT, as Tests/c/lifecycle_test.c is built) turns each point
+ * into a call that, driven by a seed, does nothing, yields, or sleeps briefly, so the
+ * narrow windows (a producer preempted between claiming a cell and publishing it, a
+ * lane between its last emptiness check and its futex wait...) are hit on purpose and
+ * reproducibly: the same seed gives the same decision sequence per thread.
+ */
+#ifndef LANEPOOL_INJECT_H
+#define LANEPOOL_INJECT_H
+
+#include <stdint.h>
+
+enum {
+  LANEPOOL__AT_CLAIM_PUBLISH = 0, /* ring: between the tail CAS and the publish */
+  LANEPOOL__AT_CLOSE_DISCARD,     /* lifecycle: between closing intake and discarding */
+  LANEPOOL__AT_PARK,              /* lane: between sleeping = 1 and the last check */
+  LANEPOOL__AT_WAKE,              /* producer: before the sleeping check */
+  LANEPOOL__AT_TIMER_FIRE,        /* timer thread: before pushing a due timer */
+  LANEPOOL__AT_FORK,              /* atfork handlers */
+  LANEPOOL__AT_DRAIN_SCAN,        /* lifecycle: between the two drain scans */
+  LANEPOOL__AT_CANCEL,            /* lane: on seeing cancel, before its sync walk */
+  LANEPOOL__AT_SPILL,             /* overflow list: between append and count */
+  LANEPOOL__AT_COUNT
+};
+
+#ifdef LANEPOOL_TEST_INJECT
+/* seed 0 turns every point off. `sleep_us` bounds the sleeps. Call before the threads
+ * under test start (the decision streams are per thread, seeded from `seed`). */
+void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
+/* How many times each point was reached with injection on (for the test's report). */
+uint64_t lanepool__inject_hits(int point);
+void lanepool__inject(int point);
+#define LANEPOOL_INJECT(point) lanepool__inject(point)
+#else
+#define LANEPOOL_INJECT(point) ((void)0)
+#endif
+
+#endif /* LANEPOOL_INJECT_H */

@@ -1,0 +1,243 @@
+/*
+ * lifecycle.c - a pool's life after creation: the registry of live pools, shutdown
+ * (drain or cancel, and a cancel that escalates a drain), join, destroy.
+ *
+ * The state machine (docs/architecture.md draws it):
+ *
+ *   RUNNING --shutdown(DRAIN)--> DRAINING --quiescent--> JOINED --destroy--> freed
+ *   RUNNING --shutdown(CANCEL)-> CANCELLING -----------> JOINED
+ *   DRAINING --shutdown(CANCEL)--> ESCALATING -> CANCELLING (the drain's driver goes on
+ *                                                 as a cancel)
+ *
+ * The thread whose CAS leaves RUNNING is the driver: it alone closes intake, joins
+ * and discards. Every other shutdown caller waits on the futex of `state` until
+ * JOINED. No library lock is held while user code runs (tasks, discard callback, log
+ * callback), so any of them may call back into the library:
+ *  - a lane or the timer thread calling shutdown/destroy on its own pool: EDEADLK;
+ *  - the discard callback calling shutdown on its pool: EALREADY at once (the
+ *    shutdown it is part of is under way), destroy: EDEADLK.
+ *
+ * DRAIN. Intake becomes OWN_ONLY (rings, overflow lists, timers): outside submits get
+ * ESHUTDOWN, the pool's own lanes (and continuations, LANEPOOL_SUBMIT_CONTINUATION)
+ * still get in, so work that tasks fan out while the pool drains is part of the drain.
+ * The driver then waits for quiescence: every unit of work accepted (ring claims,
+ * overflow appends, timers added) finished (tasks returned, timers fired or
+ * cancelled). It reads the "finished" counters first, then, after a seq_cst fence,
+ * the "accepted" ones: each counter is monotonic and a unit is accepted before it
+ * finishes, so if the two sums are equal there was an instant between the scans with
+ * nothing in flight (the finished side can only have been read low, the accepted side
+ * only high). A task's own submits are ordered before its finish (release store of
+ * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
+ * task runs, so no own-lane submit can follow; then intake CLOSES and every thread
+ * is joined. Lanes that go idle while the pool drains bump `drain_events` (after a
+ * seq_cst fence that pairs with the one after the driver's state change), so the
+ * driver sleeps between scans and never misses the last finish.
+ *
+ * CANCEL. Intake CLOSES everywhere first (timers: the pending ones are taken out of
+ * the heap; rings: CLOSED bit, after which the tail is final; overflow lists), then
+ * `cancel` is stored (release) and every lane woken. Each lane finishes the task it
+ * runs, answers every queued `sync` with ECANCELED itself (so a task of another lane
+ * waiting on it returns and that lane can exit), and exits. Only then are the timer
+ * thread and the lanes joined, and every task still queued (ring cells claimed but
+ * unpublished are waited for, never skipped) and every pending timer is handed to
+ * the discard callback, on the driver's thread, lane by lane in FIFO order, timers
+ * last in deadline order.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+/* ---- registry of live pools ------------------------------------------------- */
+
+/* Not static: fork.c holds it across fork(). */
+pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static lanepool_t **registry;       /* [registry_lock] */
+static size_t registry_len, registry_cap;
+
+int lanepool__registry_add(lanepool_t *pool) {
+  pthread_mutex_lock(&lanepool__registry_lock);
+  if (registry_len == registry_cap) {
+    size_t ncap = registry_cap ? registry_cap * 2 : 16;
+    lanepool_t **n = realloc(registry, ncap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&lanepool__registry_lock);
+      return ENOMEM;
+    }
+    registry = n;
+    registry_cap = ncap;
+  }
+  registry[registry_len++] = pool;
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  return 0;
+}
+
+/* ---- shared steps ----------------------------------------------------------- */
+
+static uint32_t lane_count(const lanepool_t *pool) {
+  return pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+}
+
+static void lanes_set_intake(lanepool_t *pool, int intake) {
+  for (uint32_t i = 0; i < lane_count(pool); i++)
+    lanepool__lane_set_intake(pool->lanes[i], intake);
+}
+
+static void join_lanes(lanepool_t *pool, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++) lanepool__lane_join(pool->lanes[i]);
+}
+
+/* Creation's unwind path: nothing was accepted yet. */
+void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
+  lanepool__timer_entry *none;
+  size_t n;
+  lanepool__timers_stop(pool, &none, &n);
+  free(none);
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  lanepool__timers_join(pool);
+  join_lanes(pool, started_lanes);
+}
+
+void lanepool__drain_idle(lanepool_t *pool) {
+  /* Pairs with the fence after the driver's change of state: if this load still sees
+   * RUNNING, the driver's scans see everything this thread did before the fence. */
+  atomic_thread_fence(memory_order_seq_cst);
+  uint32_t s = atomic_load_explicit(&pool->state, memory_order_relaxed);
+  if (s != LANEPOOL__DRAINING && s != LANEPOOL__ESCALATING) return;
+  atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
+  lanepool__futex_wake(&pool->drain_events, INT_MAX);
+}
+
+static bool quiescent(lanepool_t *pool) {
+  uint64_t finished = lanepool__timers_pending_scan(pool, false);
+  for (uint32_t i = 0; i < lane_count(pool); i++)
+    finished += lanepool__lane_finished(pool->lanes[i]);
+  LANEPOOL_INJECT(LANEPOOL__AT_DRAIN_SCAN);
+  atomic_thread_fence(memory_order_seq_cst);
+  uint64_t accepted = lanepool__timers_pending_scan(pool, true);
+  for (uint32_t i = 0; i < lane_count(pool); i++)
+    accepted += lanepool__lane_accepted(pool->lanes[i]);
+  return accepted == finished;
+}
+
+static void set_joined(lanepool_t *pool) {
+  atomic_store_explicit(&pool->state, LANEPOOL__JOINED, memory_order_seq_cst);
+  lanepool__futex_wake(&pool->state, INT_MAX);
+}
+
+static void wait_joined(lanepool_t *pool) {
+  uint32_t s;
+  while ((s = atomic_load_explicit(&pool->state, memory_order_acquire)) != LANEPOOL__JOINED)
+    lanepool__futex_wait(&pool->state, s);
+}
+
+/* DRAIN, driven to the end. Returns false if a cancel escalated it (state is then
+ * CANCELLING and pool->discard is set). */
+static bool drive_drain(lanepool_t *pool) {
+  lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
+  lanes_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
+  atomic_thread_fence(memory_order_seq_cst); /* pairs with lanepool__drain_idle */
+  for (;;) {
+    uint32_t ev = atomic_load_explicit(&pool->drain_events, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING)
+      return false;
+    if (quiescent(pool)) break;
+    lanepool__futex_wait(&pool->drain_events, ev);
+  }
+  /* Quiescent: nothing runs, nothing is queued, no timer is pending; close for good. */
+  lanepool__timer_entry *left;
+  size_t n;
+  lanepool__timers_stop(pool, &left, &n);
+  free(left); /* n == 0: every pending timer was counted, so the heap is empty */
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  lanepool__timers_join(pool);
+  join_lanes(pool, lane_count(pool));
+  return true;
+}
+
+static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *discard_arg) {
+  lanepool__timer_entry *timers;
+  size_t timer_count;
+  lanepool__timers_stop(pool, &timers, &timer_count);
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  /* release: pairs with each lane's acquire; every lane is CLOSED before. */
+  atomic_store_explicit(&pool->cancel, 1, memory_order_release);
+  for (uint32_t i = 0; i < lane_count(pool); i++) lanepool__lane_wake(pool->lanes[i]);
+  lanepool__timers_join(pool);
+  join_lanes(pool, lane_count(pool));
+  LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
+  lanepool_t *outer = lanepool__in_callback;
+  lanepool__in_callback = pool;
+  for (uint32_t i = 0; i < lane_count(pool); i++)
+    lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
+  for (size_t i = 0; i < timer_count; i++) discard(timers[i].fn, timers[i].ctx, discard_arg);
+  lanepool__in_callback = outer;
+  free(timers);
+}
+
+/* ---- public ----------------------------------------------------------------- */
+
+int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
+                      lanepool_discard_fn discard, void *discard_arg) {
+  if (!pool) return EINVAL;
+  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  if (pool->is_default) return EPERM;
+  if (lanepool__in_callback == pool) return EALREADY; /* inside this very shutdown */
+  if (lanepool__pool_thread == pool) return EDEADLK;
+
+  uint32_t want = mode == LANEPOOL_SHUTDOWN_DRAIN ? LANEPOOL__DRAINING : LANEPOOL__CANCELLING;
+  uint32_t s = LANEPOOL__RUNNING;
+  if (atomic_compare_exchange_strong_explicit(&pool->state, &s, want, memory_order_seq_cst,
+                                              memory_order_seq_cst)) {
+    if (mode == LANEPOOL_SHUTDOWN_CANCEL || !drive_drain(pool)) {
+      if (mode == LANEPOOL_SHUTDOWN_DRAIN) { /* escalated: the escalator's callback */
+        discard = pool->discard;
+        discard_arg = pool->discard_arg;
+      }
+      drive_cancel(pool, discard, discard_arg);
+    }
+    set_joined(pool);
+    return 0;
+  }
+  /* Someone else drives. A cancel escalates a drain: once, by one caller. */
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL && s == LANEPOOL__DRAINING &&
+      atomic_compare_exchange_strong_explicit(&pool->state, &s, LANEPOOL__ESCALATING,
+                                              memory_order_seq_cst, memory_order_seq_cst)) {
+    pool->discard = discard;
+    pool->discard_arg = discard_arg;
+    atomic_store_explicit(&pool->state, LANEPOOL__CANCELLING, memory_order_release);
+    atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
+    lanepool__futex_wake(&pool->drain_events, INT_MAX);
+    wait_joined(pool);
+    return 0;
+  }
+  wait_joined(pool);
+  return EALREADY;
+}
+
+int lanepool_destroy(lanepool_t *pool) {
+  if (!pool) return EINVAL;
+  /* One pass under the registry lock: a stale pointer is only compared, never read;
+   * a live one is checked and taken out, so a concurrent destroy gets EINVAL. */
+  int rc = 0;
+  pthread_mutex_lock(&lanepool__registry_lock);
+  size_t at = registry_len;
+  for (size_t i = 0; i < registry_len && at == registry_len; i++)
+    if (registry[i] == pool) at = i;
+  if (at == registry_len) rc = EINVAL;
+  else if (lanepool__forked(pool->generation)) rc = EOWNERDEAD;
+  else if (pool->is_default) rc = EPERM;
+  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool) rc = EDEADLK;
+  else registry[at] = registry[--registry_len];
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  if (rc) return rc;
+  /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */
+  (void)lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+  wait_joined(pool);
+  lanepool__pool_free(pool);
+  return 0;
+}

@@ -1,0 +1,177 @@
+/*
+ * ring.h - a lane's task ring: a bounded multi-producer, single-consumer FIFO
+ * (Vyukov's bounded queue with per-cell sequence numbers, specialised to one
+ * consumer). Header-only: every operation is static inline.
+ *
+ * Legend:
+ *  [once]   set by lanepool__ring_init, read-only after.
+ *  [prod]   written by producers (any thread), with the ordering named.
+ *  [cons]   written only by the one consumer (the lane thread, or the thread that
+ *           discards after the lane thread was joined).
+ *
+ * Memory ordering (every release names its acquire):
+ *  - producer: store(cell.seq, pos + 1, release) after writing fn/ctx
+ *      pairs with consumer: load(cell.seq, acquire) in ring_pop / ring_wait_cell.
+ *  - consumer: store(cell.seq, pos + capacity, release) after reading fn/ctx
+ *      pairs with the producer's load(cell.seq, acquire) that claims pos + capacity.
+ *  - producers claim with a seq_cst CAS on tail; lane.c orders that CAS against the
+ *    lane's `sleeping` word (the parking Dekker pair, docs/architecture.md).
+ *  - close: fetch_or(tail, flag, seq_cst). After CLOSED is set the tail never moves
+ *    again, so the value it returns bounds every claim ever made: the consumer (or the
+ *    discarder) waits for each claimed cell below it to be published. No claimed cell
+ *    is ever abandoned.
+ *
+ * Tail flags: CLOSED refuses every producer. OWN_ONLY refuses producers that did not
+ * say `own` (a draining pool takes work only from its own threads); they get
+ * LANEPOOL__RING_OWN_ONLY and decide for themselves.
+ */
+#ifndef LANEPOOL_RING_H
+#define LANEPOOL_RING_H
+
+#include <errno.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inject.h"
+
+#ifndef LANEPOOL__CACHE_LINE
+#define LANEPOOL__CACHE_LINE 64
+#endif
+
+#define LANEPOOL__CLOSED (UINT64_C(1) << 63)
+#define LANEPOOL__OWN_ONLY (UINT64_C(1) << 62)
+#define LANEPOOL__TAIL_FLAGS (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
+/* ring_push's answer to a producer that is not `own` while OWN_ONLY is set. */
+#define LANEPOOL__RING_OWN_ONLY (-1)
+
+typedef void (*lanepool__ring_fn)(void *);
+
+typedef struct lanepool__slot {
+  _Atomic uint64_t seq;  /* [atomic: release by the writer, acquire by the reader] */
+  lanepool__ring_fn fn;  /* [written by the side that owns the cell per seq] */
+  void *ctx;
+} lanepool__slot;
+
+typedef struct lanepool__ring_task {
+  lanepool__ring_fn fn;
+  void *ctx;
+} lanepool__ring_task;
+
+typedef struct lanepool__ring {
+  /* ---- [once] ---- */
+  lanepool__slot *slots;
+  uint64_t mask; /* capacity - 1 */
+  /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
+  /* ---- [cons] ---- */
+  alignas(LANEPOOL__CACHE_LINE) uint64_t head; /* private to the consumer */
+  _Atomic uint64_t head_pub;                   /* [atomic: relaxed] copy, for depth */
+} lanepool__ring;
+
+/* The layout the performance argument rests on: producers' tail and the consumer's
+ * head never share a cache line with each other or with the read-only fields. */
+_Static_assert(offsetof(lanepool__ring, tail) % LANEPOOL__CACHE_LINE == 0, "tail on its own line");
+_Static_assert(offsetof(lanepool__ring, head) % LANEPOOL__CACHE_LINE == 0, "head on its own line");
+_Static_assert(offsetof(lanepool__ring, head) - offsetof(lanepool__ring, tail) >= LANEPOOL__CACHE_LINE,
+               "tail and head on different lines");
+_Static_assert(offsetof(lanepool__ring, tail) >= sizeof(lanepool__slot *) + sizeof(uint64_t),
+               "read-only fields before tail");
+_Static_assert(sizeof(lanepool__ring) % LANEPOOL__CACHE_LINE == 0, "the ring ends on a line");
+
+/* `slots` holds `capacity` cells (a power of two >= 2). */
+static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots, uint64_t capacity) {
+  r->slots = slots;
+  r->mask = capacity - 1;
+  for (uint64_t i = 0; i < capacity; i++) {
+    atomic_init(&slots[i].seq, i);
+    slots[i].fn = NULL;
+    slots[i].ctx = NULL;
+  }
+  atomic_init(&r->tail, 0);
+  r->head = 0;
+  atomic_init(&r->head_pub, 0);
+}
+
+/* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
+ * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and !own). */
+static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, bool own) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  for (;;) {
+    if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
+    if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
+    uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
+    lanepool__slot *slot = &r->slots[pos & r->mask];
+    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+    int64_t diff = (int64_t)(seq - pos);
+    if (diff == 0) {
+      /* seq_cst: ordered before the `sleeping` load of the parking protocol. The
+       * flags ride along unchanged (t + 1 touches the position bits only). */
+      if (atomic_compare_exchange_weak_explicit(&r->tail, &t, t + 1, memory_order_seq_cst,
+                                                memory_order_relaxed)) {
+        LANEPOOL_INJECT(LANEPOOL__AT_CLAIM_PUBLISH); /* claimed, not yet published */
+        slot->fn = fn;
+        slot->ctx = ctx;
+        atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
+        return 0;
+      }
+    } else if (diff < 0) {
+      return EAGAIN; /* the consumer has not freed this cell yet */
+    } else {
+      t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    }
+  }
+}
+
+/* Consumer only. true and *out if the head cell is published. */
+static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *out) {
+  uint64_t pos = r->head;
+  lanepool__slot *slot = &r->slots[pos & r->mask];
+  uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+  if (seq != pos + 1) return false;
+  out->fn = slot->fn;
+  out->ctx = slot->ctx;
+  atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
+  r->head = pos + 1;
+  atomic_store_explicit(&r->head_pub, pos + 1, memory_order_relaxed);
+  return true;
+}
+
+/* Claims made so far (flags stripped). */
+static inline uint64_t lanepool__ring_tail(const lanepool__ring *r, memory_order order) {
+  return atomic_load_explicit(&((lanepool__ring *)r)->tail, order) & ~LANEPOOL__TAIL_FLAGS;
+}
+
+static inline bool lanepool__ring_closed(const lanepool__ring *r) {
+  return atomic_load_explicit(&((lanepool__ring *)r)->tail, memory_order_seq_cst) &
+         LANEPOOL__CLOSED;
+}
+
+/* Sets `flag` (CLOSED or OWN_ONLY); returns the claims made so far. After CLOSED the
+ * result is final. */
+static inline uint64_t lanepool__ring_close(lanepool__ring *r, uint64_t flag) {
+  return atomic_fetch_or_explicit(&r->tail, flag, memory_order_seq_cst) & ~LANEPOOL__TAIL_FLAGS;
+}
+
+/* Consumer only: the cell at `pos` (head <= pos < a tail read earlier), once its
+ * producer has published it. A claim is published a few instructions after the CAS
+ * unless the producer is preempted there, so wait with a yield. */
+static inline lanepool__slot *lanepool__ring_wait_cell(lanepool__ring *r, uint64_t pos) {
+  lanepool__slot *slot = &r->slots[pos & r->mask];
+  for (int spins = 0; atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1; spins++) {
+    if (spins >= 64) sched_yield();
+  }
+  return slot;
+}
+
+/* Tasks queued now (approximate while producers and the consumer run). */
+static inline uint64_t lanepool__ring_depth(const lanepool__ring *r) {
+  uint64_t t = lanepool__ring_tail(r, memory_order_relaxed);
+  uint64_t h = atomic_load_explicit(&((lanepool__ring *)r)->head_pub, memory_order_relaxed);
+  return t > h ? t - h : 0;
+}
+
+#endif /* LANEPOOL_RING_H */
