@@ -14,13 +14,40 @@ import Foundation
 /// }
 /// ```
 /// Enqueueing costs no allocation: the job's own pointer is the C task context.
-/// A job enqueued after the lane's pool shut down stops the program with a message
-/// (the job could never run, and its task would wait forever).
+///
+/// No job is ever dropped, so no task hangs on a stopped pool: after shutdown, jobs of
+/// actors on this lane run on a fallback serial queue (one per pool, created on first
+/// use), and so do the jobs a cancelling shutdown took off the lane. The fallback
+/// keeps the executor's promises: it runs one job at a time, in the order the jobs
+/// reached it (those the shutdown discarded first, then those refused after it
+/// began), and only once every lane thread of the pool has exited, so a job never
+/// runs beside one still running on the lane. While it runs them, `checkIsolated()`
+/// and `isIsolatingCurrentContext()` answer as on the lane.
+///
+/// With a hard ring capacity (``LanePool/Configuration/hardCapacity``), enqueueing on
+/// a full lane waits for room, since a job cannot be refused; enqueueing on a full lane
+/// from a task on that same lane would wait for itself and stops the program with a
+/// message instead.
 extension Lane: SerialExecutor, TaskExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
-    let ctx = unsafeBitCast(UnownedJob(job), to: UnsafeMutableRawPointer.self)
-    let rc = lanepool_lane_async(raw, serialJobTrampoline, ctx)
-    if rc != 0 { executorRefused(rc, "lane \(name)") }
+    let unownedJob = UnownedJob(job)
+    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    var rc = lanepool_lane_async(raw, serialJobTrampoline, ctx)
+    if rc == Errno.EAGAIN {
+      if isCurrent {
+        misuse(
+          "a Swift concurrency job was enqueued on lane \(name), which is full (hard ring capacity), from a task on that same lane: it would wait for itself forever. Give actors a pool without hardCapacity."
+        )
+      }
+      // A job cannot be refused: wait for room (the lane is running, it will make some).
+      repeat {
+        rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
+      } while rc == Errno.ETIMEDOUT
+    }
+    if rc != 0 {
+      // Shut down (or, in a fork child, never running here): run it on the fallback.
+      core.fallback.refused(.lane(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
+    }
   }
 
   public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -34,16 +61,16 @@ extension Lane: SerialExecutor, TaskExecutor {
   public func isSameExclusiveExecutionContext(other: Lane) -> Bool { self === other }
 
   public func checkIsolated() {
-    precondition(isCurrent, "LanePool: expected to run on lane \(name), but the caller is on another thread")
+    if !isIsolating {
+      misuse("expected to run on lane \(name) (or its pool's fallback queue), but the caller is on another thread")
+    }
   }
 
-  public func isIsolatingCurrentContext() -> Bool? { isCurrent }
-}
+  public func isIsolatingCurrentContext() -> Bool? { isIsolating }
 
-func executorRefused(_ rc: Int32, _ what: String) -> Never {
-  fatalError(
-    "LanePool: a Swift concurrency job was enqueued on \(what) but \(LanePoolError(code: rc)). Shut a pool down only after the actors and tasks using it are done."
-  )
+  /// On this lane's thread, or on its pool's fallback queue (which runs the lane's jobs
+  /// once the lane has exited).
+  private var isIsolating: Bool { isCurrent || core.fallback.isCurrent }
 }
 
 /// Runs a job enqueued on a lane as its serial executor.
@@ -60,13 +87,18 @@ let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { c
 /// band its priority names (TaskPriority raw values are `qos_class_t` values:
 /// 33 userInteractive, 25 userInitiated/high, 21 medium, 17 utility/low, 9 background;
 /// unspecified -> default), on the less loaded of two lanes. No allocation per job.
-/// Keep the pool alive (and not shut down) while tasks prefer it.
+/// Keep the pool object alive while tasks prefer it.
+///
+/// No job is dropped: a job the pool refuses (after shutdown, or both picked lanes
+/// full with a hard capacity) or that a cancelling shutdown discards runs on
+/// Dispatch's global concurrent queue instead, so the task goes on (off the pool).
 extension LanePool: TaskExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
     let qos = QoS(jobPriority: job.priority.rawValue)
-    let ctx = unsafeBitCast(UnownedJob(job), to: UnsafeMutableRawPointer.self)
+    let unownedJob = UnownedJob(job)
+    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
     let rc = lanepool_async(core.raw, qos.c, poolJobTrampoline, ctx)
-    if rc != 0 { executorRefused(rc, "pool \(name)") }
+    if rc != 0 { Fallback.runElsewhere(unownedJob, preferring: self) }
   }
 
   public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
@@ -75,6 +107,7 @@ extension LanePool: TaskExecutor {
 }
 
 /// Runs a job enqueued on a pool as its task executor.
+/// (The discard callback recognises the three job and task trampolines by address.)
 let poolJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
   let job = unsafeBitCast(ctx!, to: UnownedJob.self)
   let lane = Lane.current!
@@ -164,9 +197,12 @@ final class RunState<T: Sendable>: @unchecked Sendable {
   }
 }
 
+/// `submit` gets the task and what to do if a cancelling shutdown discards it (resume
+/// the caller with CancellationError).
 func bridge<T: Sendable>(
   _ work: @escaping @Sendable () throws -> T,
-  submit: (@escaping @Sendable () -> Void) throws(LanePoolError) -> Void
+  submit: (_ task: @escaping @Sendable () -> Void, _ onDiscard: @escaping @Sendable () -> Void)
+    throws(LanePoolError) -> Void
 ) async throws -> T {
   try Task.checkCancellation()
   let state = RunState<T>()
@@ -174,10 +210,12 @@ func bridge<T: Sendable>(
     try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
       guard state.install(c) else { return }
       do {
-        try submit {
-          guard state.start() else { return }  // cancelled before it started: skip
-          state.finish(Result { try work() })
-        }
+        try submit(
+          {
+            guard state.start() else { return }  // cancelled before it started: skip
+            state.finish(Result { try work() })
+          },
+          { state.refuse(CancellationError()) })
       } catch {
         state.refuse(error)
       }
@@ -191,15 +229,20 @@ extension Lane {
   /// Runs `work` on this lane (after the tasks queued before it) and returns its value
   /// or rethrows its error. If the calling task is cancelled before `work` starts,
   /// `work` never runs and this throws `CancellationError`; once started it runs to
-  /// completion. Throws ``LanePoolError`` if the lane refuses the task.
+  /// completion. Throws ``LanePoolError`` if the lane refuses the task, and
+  /// `CancellationError` if a cancelling shutdown discards it before it starts.
   public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await bridge(work) { (task) throws(LanePoolError) in try self.async(task) }
+    try await bridge(work) { (task, onDiscard) throws(LanePoolError) in
+      try self.async(task, onDiscard: onDiscard)
+    }
   }
 }
 
 extension LanePool {
   /// As ``Lane/run(_:)``, on the less loaded of two lanes of the band.
   public func run<T: Sendable>(qos: QoS, _ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await bridge(work) { (task) throws(LanePoolError) in try self.async(qos: qos, task) }
+    try await bridge(work) { (task, onDiscard) throws(LanePoolError) in
+      try self.async(qos: qos, task, onDiscard: onDiscard)
+    }
   }
 }

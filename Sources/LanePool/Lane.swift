@@ -4,7 +4,9 @@ internal import CLanePool
 ///
 /// What ``LanePool/queue(for:)-method`` returns, like a serial `DispatchQueue` of
 /// YYDispatchQueuePool. All methods are thread-safe. A lane object lives as long as
-/// you hold it; after its pool shut down, submissions throw ``LanePoolError/shutDown``.
+/// you hold it; after its pool shut down, submissions throw ``LanePoolError/shutDown``,
+/// while jobs of actors that use the lane as their executor keep running on the
+/// pool's fallback serial queue (see ``Lane/enqueue(_:)``), so no task hangs.
 public final class Lane: @unchecked Sendable {
   // @unchecked: every stored property is a `let`; the C lane is thread-safe.
   let raw: OpaquePointer
@@ -37,26 +39,35 @@ public final class Lane: @unchecked Sendable {
   ///   ``LanePoolError/full`` when the pool has a hard capacity and this lane is full.
   ///   When it throws, `work` was not accepted and will never run.
   public func async(_ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
-    let ctx = TaskBox.retain(work)
+    try async(work, onDiscard: nil)
+  }
+
+  /// As ``async(_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown
+  /// discards the task (on the thread that called shutdown, after the lanes exited).
+  func async(
+    _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
+  ) throws(LanePoolError) {
+    let ctx = TaskBox.retain(work, onDiscard: onDiscard)
     let rc = lanepool_lane_async(raw, taskTrampoline, ctx)
     if rc != 0 {
       TaskBox.release(ctx)
-      throw LanePoolError(code: rc)
+      throw LanePoolError(errno: rc)
     }
   }
 
   /// As ``async(_:)``, but when the lane is full (a pool with hard capacity) waits up
   /// to `timeout` for room (polling, 1 us to 1 ms backoff) instead of failing at once.
+  /// Timeouts beyond about 292 years are clamped to that (they never trap).
   /// - Throws: ``LanePoolError/timedOut`` if there was no room in time (the closure is
   ///   released, never run), or as ``async(_:)``.
   public func async(
     waitingUpTo timeout: Duration, _ work: @escaping @Sendable () -> Void
   ) throws(LanePoolError) {
     let ctx = TaskBox.retain(work)
-    let rc = lanepool_lane_async_wait(raw, taskTrampoline, ctx, timeout.nanosecondsClamped)
+    let rc = lanepool_lane_async_wait(raw, taskTrampoline, ctx, timeout.nanosecondsForTimeout)
     if rc != 0 {
       TaskBox.release(ctx)
-      throw LanePoolError(code: rc)
+      throw LanePoolError(errno: rc)
     }
   }
 
@@ -69,10 +80,11 @@ public final class Lane: @unchecked Sendable {
   ///   ``LanePoolError/cancelled`` when the lane did not run it. (It throws rather than
   ///   rethrows because a shut-down pool refuses the task.)
   public func sync<T>(_ work: () throws -> T) throws -> T {
-    precondition(
-      !isCurrent,
-      "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
-    )
+    if isCurrent {
+      misuse(
+        "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+      )
+    }
     var result: Result<T, any Error>?
     let rc: Int32 = withoutActuallyEscaping(work) { work in
       let box = SyncBox { result = Result { try work() } }
@@ -80,7 +92,7 @@ public final class Lane: @unchecked Sendable {
         lanepool_lane_sync(raw, syncTrampoline, Unmanaged.passUnretained(box).toOpaque())
       }
     }
-    if rc != 0 { throw LanePoolError(code: rc) }
+    if rc != 0 { throw LanePoolError(errno: rc) }
     return try result!.get()
   }
 
@@ -170,10 +182,18 @@ public struct LaneInfo: Sendable, Hashable {
 /// Carries one `async` closure through the C ring: one allocation per submit.
 final class TaskBox {
   let work: @Sendable () -> Void
-  init(_ work: @escaping @Sendable () -> Void) { self.work = work }
+  /// Called by the discard callback when a cancelling shutdown removes the task
+  /// before it ran: resumes a waiting `run` caller, leaves a group.
+  let onDiscard: (@Sendable () -> Void)?
+  init(_ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)? = nil) {
+    self.work = work
+    self.onDiscard = onDiscard
+  }
 
-  static func retain(_ work: @escaping @Sendable () -> Void) -> UnsafeMutableRawPointer {
-    Unmanaged.passRetained(TaskBox(work)).toOpaque()
+  static func retain(
+    _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)? = nil
+  ) -> UnsafeMutableRawPointer {
+    Unmanaged.passRetained(TaskBox(work, onDiscard: onDiscard)).toOpaque()
   }
   static func release(_ ctx: UnsafeMutableRawPointer) {
     Unmanaged<TaskBox>.fromOpaque(ctx).release()

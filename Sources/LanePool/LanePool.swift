@@ -8,7 +8,16 @@ import Synchronization
 /// The process-wide ``default`` pool is created on first use and never shut down, as
 /// YYDispatchQueuePool's are. A custom pool runs until ``shutdownGracefully()`` or
 /// ``shutdown(discardingQueued:)``: like a NIO event loop group, dropping your last
-/// reference does not stop its threads.
+/// reference does not stop its threads (stopping them there could deadlock, when the
+/// last reference goes on one of its own lanes, or block for as long as a drain
+/// takes). Instead the pool warns once: if it is released without a shutdown, it says
+/// so through its ``Configuration/logHandler`` if it has one, otherwise in one line on
+/// stderr, once per process, naming the pool and asking for `shutdownGracefully()`.
+///
+/// Swift concurrency jobs are never dropped: after a shutdown (and for jobs a
+/// cancelling shutdown discards), jobs of actors on the pool's lanes run on a
+/// fallback serial queue and jobs of tasks that prefer the pool on Dispatch's global
+/// queue, so no task hangs (see ``Lane/enqueue(_:)``).
 ///
 /// ```swift
 /// LanePool.queue(for: .userInitiated).async { render() }   // YYDispatchQueueGetForQOS
@@ -81,53 +90,42 @@ public final class LanePool: @unchecked Sendable {
     try self.init(configuration: c)
   }
 
+  /// Starts a pool from a configuration. The C core decides which settings are valid
+  /// (`lanepool_config_check`); an invalid one throws ``LanePoolError/invalidArgument(_:)``
+  /// naming it as spelled here (for example `lanesPerBand`, `policies[.utility].nice`,
+  /// `placement .cpus`).
   public convenience init(configuration c: Configuration) throws(LanePoolError) {
-    if c.name.isEmpty || c.name.utf8.contains(0) {
-      throw .invalidArgument("name must be non-empty and contain no NUL byte")
-    }
-    if let n = c.lanesPerBand, !(1...Int(LANEPOOL_MAX_LANES_PER_BAND)).contains(n) {
-      throw .invalidArgument("lanesPerBand must be 1...\(LANEPOOL_MAX_LANES_PER_BAND), got \(n)")
-    }
-    if let r = c.ringCapacity,
-      r < Int(LANEPOOL_MIN_RING_CAPACITY) || r > Int(LANEPOOL_MAX_RING_CAPACITY) || r & (r - 1) != 0
-    {
-      throw .invalidArgument(
-        "ringCapacity must be a power of two in \(LANEPOOL_MIN_RING_CAPACITY)...\(LANEPOOL_MAX_RING_CAPACITY), got \(r)")
+    // Only what C cannot see is checked here: C strings end at a NUL, and C reads 0 as
+    // "the default" or "off" where Swift has nil for that.
+    if c.name.utf8.contains(0) { throw .invalidArgument("name must contain no NUL byte") }
+    if let r = c.ringCapacity, r <= 0 {
+      throw .invalidArgument("ringCapacity = \(r) is not accepted (nil means the default)")
     }
     if let s = c.stackSize, s < 16384 {
+      // lanepool_config_check does not cover stack_size; pthread needs PTHREAD_STACK_MIN.
       throw .invalidArgument("stackSize must be at least 16384 bytes, got \(s)")
     }
-    for (qos, p) in c.policies {
-      if !(-20...19).contains(p.nice) { throw .invalidArgument("policies[.\(qos)].nice must be -20...19, got \(p.nice)") }
-      switch p.scheduler {
-      case .fifo(let prio), .roundRobin(let prio):
-        if !c.allowRealtime {
-          throw .invalidArgument("policies[.\(qos)]: real-time schedulers need allowRealtime = true")
-        }
-        if !(1...99).contains(prio) { throw .invalidArgument("policies[.\(qos)]: real-time priority must be 1...99, got \(prio)") }
-        if p.slice != nil { throw .invalidArgument("policies[.\(qos)]: slice applies to fair schedulers only; set it to nil with .fifo/.roundRobin") }
-      default: break
-      }
-      if let slice = p.slice, !(100_000...100_000_000).contains(slice.nanosecondsClamped) {
-        throw .invalidArgument("policies[.\(qos)].slice must be 100 us ... 100 ms, got \(slice)")
-      }
-      switch p.ioPriority {
-      case .realtime(let l), .bestEffort(let l):
-        if !(0...7).contains(l) { throw .invalidArgument("policies[.\(qos)]: I/O priority level must be 0...7, got \(l)") }
-      default: break
+    if let t = c.stallThreshold, t.nanosecondsClamped == 0 {
+      throw .invalidArgument("stallThreshold = \(t) is not accepted (nil turns the stall detector off)")
+    }
+    for (qos, p) in c.policies.sorted(by: { $0.key.bandIndex < $1.key.bandIndex }) {
+      if let slice = p.slice, slice.nanosecondsClamped == 0 {
+        throw .invalidArgument("policies[.\(qos)].slice = \(slice) is not accepted (nil leaves the kernel default)")
       }
     }
     var cfg = lanepool_config_t()
     lanepool_config_init(&cfg)
-    cfg.lanes_per_band = c.lanesPerBand.map { UInt32($0) } ?? LANEPOOL_LANES_PER_CPU
-    cfg.ring_capacity = UInt32(c.ringCapacity ?? 0)
+    if let n = c.lanesPerBand {
+      // Clamped, never onto the "one per CPU" value: C refuses what is out of range.
+      cfg.lanes_per_band = min(UInt32(clamping: n), LANEPOOL_LANES_PER_CPU - 1)
+    } else {
+      cfg.lanes_per_band = LANEPOOL_LANES_PER_CPU
+    }
+    cfg.ring_capacity = UInt32(clamping: c.ringCapacity ?? 0)
     cfg.hard_capacity = c.hardCapacity ? 1 : 0
     cfg.stack_size = c.stackSize ?? 0
     cfg.allow_realtime = c.allowRealtime ? 1 : 0
-    if let t = c.stallThreshold {
-      guard t >= .milliseconds(1) else { throw .invalidArgument("stallThreshold must be at least 1 ms, got \(t)") }
-      cfg.stall_threshold_ns = t.nanosecondsClamped
-    }
+    if let t = c.stallThreshold { cfg.stall_threshold_ns = t.nanosecondsForTimeout }
     withUnsafeMutableBytes(of: &cfg.policy) { raw in
       let table = raw.bindMemory(to: lanepool_band_policy_t.self)
       for (qos, p) in c.policies { table[qos.bandIndex] = p.c }
@@ -140,7 +138,6 @@ public final class LanePool: @unchecked Sendable {
     case .none: cfg.placement = LANEPOOL_PLACEMENT_NONE
     case .cores: cfg.placement = LANEPOOL_PLACEMENT_CORES
     case .cpus(let list):
-      if list.isEmpty { throw .invalidArgument("placement .cpus needs at least one CPU") }
       cfg.placement = LANEPOOL_PLACEMENT_CPU_LIST
       cpuList = list.map { Int32(clamping: $0) }
     case .numa: cfg.placement = LANEPOOL_PLACEMENT_NUMA
@@ -153,6 +150,8 @@ public final class LanePool: @unchecked Sendable {
     }
     let logBox = c.logHandler.map(LogBox.init)
     var raw: OpaquePointer?
+    var badField: UnsafePointer<CChar>?
+    var checked = false
     let rc: Int32 = withExtendedLifetime(logBox) {
       if let logBox {
         cfg.log = logTrampoline
@@ -165,6 +164,9 @@ public final class LanePool: @unchecked Sendable {
           cfg.topology = topology
           return c.name.withCString { name in
             cfg.name = name
+            let check = lanepool_config_check(&cfg, &badField)
+            if check != 0 { return check }
+            checked = true
             return lanepool_create(&cfg, &raw)
           }
         }
@@ -174,7 +176,15 @@ public final class LanePool: @unchecked Sendable {
       throw .unsupported(
         "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works")
     }
-    guard rc == 0, let raw else { throw LanePoolError(code: rc, what: "pool configuration") }
+    if rc == Errno.EINVAL && !checked {
+      throw .invalidArgument(describeBadSetting(badField.map { String(cString: $0) }, in: c))
+    }
+    guard rc == 0, let raw else {
+      // Past the check: EAGAIN here is pthread_create's (out of threads), not a full lane.
+      throw LanePoolError(
+        errno: rc, context: .threads("starting the lanes of pool '\(c.name)'"),
+        what: "pool configuration (refused by lanepool_create)")
+    }
     self.init(raw: raw, isDefault: false, logBox: logBox)
   }
 
@@ -213,7 +223,7 @@ public final class LanePool: @unchecked Sendable {
     var raw: OpaquePointer?
     let rc = lanepool_default(&raw)
     guard rc == 0, let raw else {
-      fatalError("LanePool: cannot start the default pool: \(LanePoolError(code: rc))")
+      fatalError("LanePool: cannot start the default pool: \(LanePoolError(errno: rc, context: .threads("starting the default pool")))")
     }
     return LanePool(raw: raw, isDefault: true)
   }()
@@ -258,11 +268,19 @@ public final class LanePool: @unchecked Sendable {
   /// For unordered work; use ``queue(for:)-method`` or a keyed lane when order matters.
   /// - Throws: as ``Lane/async(_:)``.
   public func async(qos: QoS, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
-    let ctx = TaskBox.retain(work)
+    try async(qos: qos, work, onDiscard: nil)
+  }
+
+  /// As ``async(qos:_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown
+  /// discards the task.
+  func async(
+    qos: QoS, _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
+  ) throws(LanePoolError) {
+    let ctx = TaskBox.retain(work, onDiscard: onDiscard)
     let rc = lanepool_async(core.raw, qos.c, taskTrampoline, ctx)
     if rc != 0 {
       TaskBox.release(ctx)
-      throw LanePoolError(code: rc)
+      throw LanePoolError(errno: rc)
     }
   }
 
@@ -289,24 +307,48 @@ public final class LanePool: @unchecked Sendable {
   ///
   /// With `discardingQueued: false` every accepted task runs first (drain). With
   /// `true` each lane finishes the task it is running and every task still queued is
-  /// released without running (its closure is freed). Calling it again returns 0.
-  /// - Returns: how many queued tasks were discarded.
+  /// discarded: a closure is released without running, a ``Lane/run(_:)`` or
+  /// ``LanePool/run(qos:_:)`` caller waiting for it gets `CancellationError`, a group
+  /// member (``Lane/async(group:_:)``) leaves its group, and a Swift concurrency job
+  /// still runs, on the fallback (jobs are never dropped). Called while a drain is
+  /// under way (from another thread), a cancelling shutdown turns it into a cancel,
+  /// and returns when it has finished. Calling it after a shutdown finished returns 0.
+  /// - Returns: how many queued tasks were discarded (Swift jobs included).
   /// - Throws: ``LanePoolError/notPermitted`` (default pool),
   ///   ``LanePoolError/wouldDeadlock`` (called from one of this pool's lanes).
   @discardableResult
   public func shutdown(discardingQueued: Bool) throws(LanePoolError) -> Int {
-    var discarded = 0
-    let rc = withUnsafeMutablePointer(to: &discarded) { counter in
+    let discards = Discards(pool: self)
+    let rc = withExtendedLifetime(discards) {
       lanepool_shutdown(
         core.raw, discardingQueued ? LANEPOOL_SHUTDOWN_CANCEL : LANEPOOL_SHUTDOWN_DRAIN,
-        discardingQueued ? discardTask : nil, counter)
+        discardingQueued ? discardTask : nil,
+        discardingQueued ? Unmanaged.passUnretained(discards).toOpaque() : nil)
     }
     switch rc {
     case 0, Errno.EALREADY:
+      // Every lane thread has exited: the fallback may run the jobs it holds.
       releaseLanes()
-      return discarded
+      core.fallback.open()
+      return discards.count.load(ordering: .acquiring)
+    case Errno.EOWNERDEAD:
+      core.fallback.open()  // a fork child: the pool has no threads here
+      throw .forked
     default:
-      throw LanePoolError(code: rc)
+      throw LanePoolError(errno: rc)
+    }
+  }
+
+  deinit {
+    guard !isDefault else { return }
+    var info = lanepool_info_t()
+    guard lanepool_info(core.raw, &info) == 0, info.shut_down == 0 else { return }
+    let message =
+      "LanePool: pool '\(name)' was released without shutdown; its \(5 * lanesPerBand) lane threads keep running until the process exits. Call shutdownGracefully() or shutdown(discardingQueued:) before releasing it."
+    if let log = core.logBox {
+      log.handler(.warning, message)
+    } else if !releasedWithoutShutdownWarned.exchange(true, ordering: .relaxed) {
+      FileHandle.standardError.write(Data((message + "\n").utf8))
     }
   }
 
@@ -320,6 +362,59 @@ public final class LanePool: @unchecked Sendable {
       if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
     }
   }
+}
+
+/// Names the setting `lanepool_config_check` refused (its C field name) as spelled in
+/// ``LanePool/Configuration``, with the value given.
+func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> String {
+  guard let field else { return "pool configuration" }
+  func band(_ b: Int) -> QoS? { QoS.allCases.first { $0.bandIndex == b } }
+  // "policy[B].member"
+  if field.hasPrefix("policy["), let close = field.firstIndex(of: "]"),
+    let b = Int(field[field.index(field.startIndex, offsetBy: 7)..<close]), let qos = band(b)
+  {
+    let member = field[field.index(after: close)...].drop(while: { $0 == "." })
+    let p = c.policies[qos] ?? BandPolicy.default(for: qos)
+    let setting = "policies[.\(qos)]"
+    switch member {
+    case "sched":
+      return "\(setting).scheduler = .\(p.scheduler) is not accepted"
+        + (c.allowRealtime ? "" : " (real-time schedulers need allowRealtime = true)")
+    case "rt_priority": return "\(setting).scheduler priority is out of range: .\(p.scheduler)"
+    case "nice": return "\(setting).nice = \(p.nice) is out of range"
+    case "ioprio_class", "ioprio_level": return "\(setting).ioPriority = .\(p.ioPriority) is out of range"
+    case "slice_ns":
+      return "\(setting).slice = \(p.slice.map { "\($0)" } ?? "nil") is not accepted"
+        + " (out of range, or set with a real-time scheduler; nil leaves the kernel default)"
+    case "timer_slack_ns": return "\(setting).timerSlack = \(p.timerSlack.map { "\($0)" } ?? "nil") is out of range"
+    default: return "\(setting) (\(field)) is not accepted"
+    }
+  }
+  switch field {
+  case "name": return "name = \"\(c.name)\" is not accepted (it must not be empty)"
+  case "lanes_per_band": return "lanesPerBand = \(c.lanesPerBand.map(String.init) ?? "nil") is out of range"
+  case "ring_capacity":
+    return "ringCapacity = \(c.ringCapacity.map(String.init) ?? "nil") is not accepted (a power of two within the documented range)"
+  case "hard_capacity": return "hardCapacity is not accepted"
+  case "allow_realtime": return "allowRealtime is not accepted"
+  case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"
+  case "stack_size": return "stackSize = \(c.stackSize.map(String.init) ?? "nil") is not accepted"
+  case "placement": return "placement = .\(c.placement) is not accepted"
+  case "cpus":
+    var list: [Int] = []
+    if case .cpus(let l) = c.placement { list = l }
+    return "placement .cpus(\(list)) is not accepted: it needs at least one CPU, and each must be one this process may run on (allowed: \(allowedCPUList()))"
+  case "topology": return "placement .numaTopology is not accepted (no node with an allowed CPU, or a bad node)"
+  default: return "pool configuration (\(field))"
+  }
+}
+
+/// The calling thread's allowed CPUs, for messages.
+private func allowedCPUList() -> [Int] {
+  var buf = [Int32](repeating: 0, count: 1024)
+  var n: UInt32 = 0
+  guard lanepool_allowed_cpus(&buf, UInt32(buf.count), &n) == 0 else { return [] }
+  return buf.prefix(Int(min(n, UInt32(buf.count)))).map(Int.init)
 }
 
 /// Carries the log handler through C during lanepool_create.
@@ -360,16 +455,36 @@ private func withTopology<R>(
   }
 }
 
-/// Releases a task that a cancelling shutdown removed; counts it.
+/// One line on stderr per process for pools released without shutdown (pools with a
+/// log handler say it there instead, each).
+private let releasedWithoutShutdownWarned = Atomic<Bool>(false)
+
+/// What a cancelling shutdown's discard callback needs: the pool and a counter.
+final class Discards: Sendable {
+  let pool: LanePool
+  let count = Atomic<Int>(0)
+  init(pool: LanePool) { self.pool = pool }
+}
+
+/// Takes a task that a cancelling shutdown removed: a closure is released (after its
+/// on-discard action: resume a `run` caller, leave a group), a Swift job is handed to
+/// a fallback so that it still runs. Counts it.
 private let discardTask:
   @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
-    fn, ctx, counter in
-    if let fn, let ctx,
-      unsafeBitCast(fn, to: UnsafeRawPointer.self) == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self)
-    {
-      TaskBox.release(ctx)
+    fn, ctx, arg in
+    guard let arg else { return }
+    let discards = Unmanaged<Discards>.fromOpaque(arg).takeUnretainedValue()
+    discards.count.add(1, ordering: .relaxed)
+    guard let fn, let ctx else { return }
+    let address = unsafeBitCast(fn, to: UnsafeRawPointer.self)
+    if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
+      let box = Unmanaged<TaskBox>.fromOpaque(ctx).takeRetainedValue()
+      box.onDiscard?()
+    } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
+      discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
+    } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
+      Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)
     }
-    counter?.assumingMemoryBound(to: Int.self).pointee += 1
   }
 
 /// Runs a blocking call on a fresh thread so it does not hold a cooperative-pool thread.
@@ -391,10 +506,18 @@ final class PoolCore: @unchecked Sendable {
   let isDefault: Bool
   /// The C pool may log (stalls) for as long as it lives: keep the handler alive.
   let logBox: LogBox?
+  /// Runs the Swift jobs of the pool's lanes once they cannot run on the lanes.
+  let fallback: Fallback
   init(raw: OpaquePointer, isDefault: Bool, logBox: LogBox?) {
     self.raw = raw
     self.isDefault = isDefault
     self.logBox = logBox
+    var info = lanepool_info_t()
+    _ = lanepool_info(raw, &info)
+    let name = withUnsafeBytes(of: info.name) { b in
+      String(decoding: b.prefix(while: { $0 != 0 }), as: UTF8.self)
+    }
+    self.fallback = Fallback(poolName: name)
   }
   deinit {
     // Reached only after shutdown (until then each C lane retains its Lane, which

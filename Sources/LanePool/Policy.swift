@@ -121,10 +121,20 @@ public struct BandPolicy: Sendable, Hashable {
 }
 
 extension Duration {
+  /// Whole nanoseconds, saturating: negative durations give 0, durations beyond
+  /// UInt64.max nanoseconds (about 584 years) give UInt64.max. Never traps.
   var nanosecondsClamped: UInt64 {
     let (s, atto) = components
-    return UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
+    if s < 0 || (s == 0 && atto <= 0) { return 0 }
+    let (whole, overflow) = UInt64(s).multipliedReportingOverflow(by: 1_000_000_000)
+    if overflow { return .max }
+    let (sum, carry) = whole.addingReportingOverflow(UInt64(max(0, atto) / 1_000_000_000))
+    return carry ? .max : sum
   }
+
+  /// As ``nanosecondsClamped``, at most Int64.max (about 292 years): "the far future"
+  /// for timeouts and deadlines handed to C, which adds them to a clock reading.
+  var nanosecondsForTimeout: UInt64 { Swift.min(nanosecondsClamped, UInt64(Int64.max)) }
 }
 
 /// Where a pool's lanes run.

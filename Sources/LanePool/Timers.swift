@@ -29,28 +29,47 @@ public struct TimerHandle: Sendable, Hashable {
 extension Lane {
   /// Runs `work` on this lane once `deadline` has passed: never before. The pool's one
   /// timer thread submits it at its deadline; timers due together fire in the order
-  /// they were set. Throws ``LanePoolError/shutDown`` after shutdown.
+  /// they were set. Deadlines beyond about 292 years of uptime (`.distantFuture`) are
+  /// clamped to that far future. Throws ``LanePoolError/shutDown`` after shutdown.
   @discardableResult
   public func asyncAfter(
     deadline: DispatchTime, _ work: @escaping @Sendable () -> Void
   ) throws(LanePoolError) -> TimerHandle {
-    let ctx = TaskBox.retain(work)
-    var id: UInt64 = 0
-    let rc = lanepool_lane_async_after(raw, deadline.uptimeNanoseconds, taskTrampoline, ctx, &id)
-    if rc != 0 {
-      TaskBox.release(ctx)
-      throw LanePoolError(code: rc)
-    }
-    return TimerHandle(core: core, id: id)
+    try asyncAfter(deadlineNanoseconds: deadline.uptimeNanoseconds, work)
   }
 
-  /// As ``asyncAfter(deadline:_:)``, `delay` from now.
+  /// As ``asyncAfter(deadline:_:)``, `delay` from now. A huge delay (say
+  /// `.seconds(20_000_000_000)`) saturates to the far future instead of trapping.
   @discardableResult
   public func asyncAfter(
     _ delay: Duration, _ work: @escaping @Sendable () -> Void
   ) throws(LanePoolError) -> TimerHandle {
-    try asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay.nanosecondsClamped)), work)
+    try asyncAfter(deadlineNanoseconds: farFuture(afterNanoseconds: delay.nanosecondsClamped), work)
   }
+
+  private func asyncAfter(
+    deadlineNanoseconds: UInt64, _ work: @escaping @Sendable () -> Void
+  ) throws(LanePoolError) -> TimerHandle {
+    let ctx = TaskBox.retain(work)
+    var id: UInt64 = 0
+    let rc = lanepool_lane_async_after(
+      raw, min(deadlineNanoseconds, farFutureNanoseconds), taskTrampoline, ctx, &id)
+    if rc != 0 {
+      TaskBox.release(ctx)
+      throw LanePoolError(errno: rc, context: .threads("starting the timer thread"))
+    }
+    return TimerHandle(core: core, id: id)
+  }
+}
+
+/// The latest deadline handed to C: Int64.max ns of CLOCK_MONOTONIC (about 292 years
+/// of uptime), so that no C arithmetic on it can wrap.
+let farFutureNanoseconds = UInt64(Int64.max)
+
+/// Now plus `delay`, saturating at ``farFutureNanoseconds``.
+func farFuture(afterNanoseconds delay: UInt64) -> UInt64 {
+  let (sum, overflow) = lanepool_now_ns().addingReportingOverflow(delay)
+  return overflow ? farFutureNanoseconds : min(sum, farFutureNanoseconds)
 }
 
 extension LanePool {
@@ -62,10 +81,11 @@ extension LanePool {
   ) throws(LanePoolError) -> TimerHandle {
     let ctx = TaskBox.retain(work)
     var id: UInt64 = 0
-    let rc = lanepool_async_after(core.raw, qos.c, deadline.uptimeNanoseconds, taskTrampoline, ctx, &id)
+    let rc = lanepool_async_after(
+      core.raw, qos.c, min(deadline.uptimeNanoseconds, farFutureNanoseconds), taskTrampoline, ctx, &id)
     if rc != 0 {
       TaskBox.release(ctx)
-      throw LanePoolError(code: rc)
+      throw LanePoolError(errno: rc, context: .threads("starting the timer thread"))
     }
     return TimerHandle(core: core, id: id)
   }
@@ -95,7 +115,10 @@ public final class LaneGroup: @unchecked Sendable {
   /// Leaves the group; more leaves than enters stop the program (as GCD does).
   public func leave() {
     condition.lock()
-    precondition(count > 0, "LaneGroup.leave() called more often than enter()")
+    if count <= 0 {
+      condition.unlock()
+      misuse("LaneGroup.leave() called more often than enter()")
+    }
     count -= 1
     var fire: [(Lane, @Sendable () -> Void)] = []
     if count == 0 {
@@ -126,9 +149,13 @@ public final class LaneGroup: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// Blocks until the group is empty or `timeout` passes; true if it emptied.
+  /// Blocks until the group is empty or `timeout` passes; true if it emptied. A huge
+  /// timeout waits as long as needed (it saturates, never traps).
   public func wait(timeout: Duration) -> Bool {
-    let deadline = Date().addingTimeInterval(Double(timeout.nanosecondsClamped) / 1e9)
+    // At most ~31 years: NSCondition turns the date into nanoseconds since 1970 and
+    // traps beyond Int64 (Date.distantFuture is too far).
+    let seconds = min(Double(timeout.nanosecondsClamped) / 1e9, 1e9)
+    let deadline = Date().addingTimeInterval(seconds)
     condition.lock()
     defer { condition.unlock() }
     while count > 0 {
@@ -137,25 +164,31 @@ public final class LaneGroup: @unchecked Sendable {
     return true
   }
 
+  /// A notification always runs: on its lane, or, when the lane's pool has shut down
+  /// (or a cancelling shutdown discards it), on the pool's fallback serial queue.
   private func submitNotify(_ lane: Lane, _ work: @escaping @Sendable () -> Void) {
     do {
-      try lane.async(work)
+      try lane.async(work, onDiscard: { lane.core.fallback.refused(.work(work)) })
+    } catch where error.code == .shutDown || error.code == .forked {
+      lane.core.fallback.refused(.work(work), threadsGone: error.code == .forked)
     } catch {
-      preconditionFailure("LaneGroup.notify: \(lane) refused the notification: \(error)")
+      misuse("LaneGroup.notify: \(lane) refused the notification: \(error)")
     }
   }
 }
 
 extension Lane {
   /// Submits `work` as a member of `group`: enter now, leave when it has run (or at
-  /// once, if the lane refuses it, before this throws).
+  /// once, if the lane refuses it, before this throws; or when a cancelling shutdown
+  /// discards it, so that `wait` and `notify` never hang on a stopped pool).
   public func async(group: LaneGroup, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
     group.enter()
     do {
-      try async {
-        work()
-        group.leave()
-      }
+      try async(
+        {
+          work()
+          group.leave()
+        }, onDiscard: { group.leave() })
     } catch {
       group.leave()
       throw error
@@ -180,10 +213,13 @@ extension LanePool {
     for lane in helpers {
       shared.group.enter()
       do {
-        try lane.async {
-          shared.drain()
-          shared.group.leave()
-        }
+        // A helper discarded by a cancelling shutdown leaves too; the caller's own
+        // drain covers its indices.
+        try lane.async(
+          {
+            shared.drain()
+            shared.group.leave()
+          }, onDiscard: { shared.group.leave() })
       } catch {
         shared.group.leave()  // a refused helper is fine: the others and the caller cover it
       }

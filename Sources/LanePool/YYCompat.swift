@@ -18,7 +18,9 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
   public let qos: QualityOfService
   private let lanes: [LaneQueue]
   private let pool: LanePool
-  private let counter = Atomic<Int32>(0)
+  /// Round-robin position: unsigned and wrapping, so it never traps, however many
+  /// calls (YY's Int32 counter negated `Int32.min` after 2^31 of them).
+  let counter = Atomic<UInt>(0)
 
   /// A pool of `queueCount` (1...32) serial lanes at `qos`, as YY's
   /// `-initWithName:queueCount:qos:`; nil for a count out of range, as YY returns nil.
@@ -43,9 +45,8 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
 
   /// The next lane, round-robin (YY's `-queue`).
   public func queue() -> LaneQueue {
-    var c = counter.wrappingAdd(1, ordering: .relaxed).oldValue
-    if c < 0 { c = -c }
-    return lanes[Int(c) % lanes.count]
+    let c = counter.wrappingAdd(1, ordering: .relaxed).oldValue
+    return lanes[Int(c % UInt(lanes.count))]
   }
 
   /// The process-wide pool for a QoS (YY's `+defaultPoolForQOS:`), on LanePool's
@@ -66,8 +67,19 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
     return YYDispatchQueuePool(defaultFor: fq)
   }
 
+  /// Drains and stops the backing pool's threads. When the last reference goes on one
+  /// of the pool's own lanes (a task that captured the pool), the lane cannot wait for
+  /// itself: a fresh thread finishes the shutdown once that task has returned.
   deinit {
-    if !pool.isDefault { _ = try? pool.shutdown(discardingQueued: false) }
+    guard !pool.isDefault else { return }
+    let pool = self.pool
+    do {
+      try pool.shutdown(discardingQueued: false)
+    } catch where error.code == .wouldDeadlock {
+      Thread { _ = try? pool.shutdown(discardingQueued: false) }.start()
+    } catch {
+      // .forked: the threads are the parent's; nothing to stop here.
+    }
   }
 }
 
@@ -89,14 +101,16 @@ public struct LaneQueue: Sendable, Hashable {
     do { try lane.async(work) } catch { refused(error) }
   }
 
-  /// As `DispatchQueue.async(group:execute:)`, with a GCD `DispatchGroup`.
+  /// As `DispatchQueue.async(group:execute:)`, with a GCD `DispatchGroup`. If a
+  /// cancelling shutdown discards the work, it leaves the group all the same.
   public func async(group: DispatchGroup, execute work: @escaping @Sendable () -> Void) {
     group.enter()
     do {
-      try lane.async {
-        work()
-        group.leave()
-      }
+      try lane.async(
+        {
+          work()
+          group.leave()
+        }, onDiscard: { group.leave() })
     } catch {
       group.leave()
       refused(error)
@@ -131,6 +145,6 @@ public struct LaneQueue: Sendable, Hashable {
   }
 
   private func refused(_ error: any Error) -> Never {
-    fatalError("LanePool: \(lane) refused work (\(error)); was its pool shut down?")
+    misuse("\(lane) refused work (\(error)); was its pool shut down?")
   }
 }
