@@ -141,4 +141,56 @@ struct LanePoolServerTests {
     }
     try await pool.shutdownGracefully()
   }
+
+  @Test(
+    "case 14: a drain cancelled by ServiceGroup's deadline escalates to cancel; the process is not killed"
+  )
+  func drainEscalatesToCancelUnderDeadline() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      let verdict = await escalationCheck()
+      FileHandle.standardError.write(Data((verdict.map { "FAIL: \($0)" } ?? "OK").utf8))
+      _exit(0)
+    }
+    guard let result else {
+      Issue.record("the child was killed or failed (ServiceGroup: cancellation took longer than allowed?)")
+      return
+    }
+    let said = String(decoding: result.standardErrorContent, as: UTF8.self)
+    #expect(said.hasSuffix("OK"), "child said: \(said)")
+  }
+}
+
+/// Child process: 40 x 100 ms tasks queued on one lane, graceful shutdown with a
+/// 100 ms graceful budget and a 2 s cancellation budget. Draining takes 4 s, so the
+/// group cancels the service; the drain must turn into a cancel in time.
+func escalationCheck() async -> String? {
+  let (logger, logs) = capturingLogger()
+  let pool: LanePool
+  do {
+    pool = try LanePool(name: "svcesc", lanesPerBand: 1)
+    let lane = pool.queue(for: .utility)
+    for _ in 0..<40 { try lane.async { usleep(100_000) } }
+  } catch { return "setup: \(error)" }
+  var config = ServiceGroupConfiguration(
+    services: [.init(service: LanePoolService(pool: pool, logger: logger))],
+    logger: Logger(label: "group") { _ in SwiftLogNoOpLogHandler() })
+  config.maximumGracefulShutdownDuration = .milliseconds(100)
+  config.maximumCancellationDuration = .seconds(2)
+  let group = ServiceGroup(configuration: config)
+  let run = Task { try await group.run() }
+  try? await Task.sleep(for: .milliseconds(20))
+  await group.triggerGracefulShutdown()
+  _ = try? await run.value  // CancellationError from the escalated service is expected
+  guard pool.isShutDown else { return "the pool is not shut down" }
+  let lines = logs.all.map(\.1)
+  guard let line = lines.first(where: { $0.contains("cancelled while draining") }) else {
+    return "no escalation logged: \(lines)"
+  }
+  // "... N tasks run, M queued tasks discarded"
+  let words = line.split(separator: " ")
+  guard let at = words.firstIndex(of: "queued"), at > 0, let discarded = Int(words[at - 1]) else {
+    return "cannot read the discarded count: \(line)"
+  }
+  guard discarded > 0 else { return "nothing was discarded: \(line)" }
+  return nil
 }
