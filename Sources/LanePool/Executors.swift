@@ -15,6 +15,10 @@ import Foundation
 /// ```
 /// Enqueueing costs no allocation: the job's own pointer is the C task context.
 ///
+/// Jobs are continuations of work the pool already accepted: while the pool drains
+/// (``LanePool/shutdownGracefully()``) the lane still takes them, from any thread, so
+/// the drain runs them on the lane.
+///
 /// No job is ever dropped, so no task hangs on a stopped pool: after shutdown, jobs of
 /// actors on this lane run on a fallback serial queue (one per pool, created on first
 /// use), and so do the jobs a cancelling shutdown took off the lane. The fallback
@@ -32,7 +36,7 @@ extension Lane: SerialExecutor, TaskExecutor {
   public func enqueue(_ job: consuming ExecutorJob) {
     let unownedJob = UnownedJob(job)
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
-    var rc = lanepool_lane_async(raw, serialJobTrampoline, ctx)
+    var rc = lanepool_lane_async_flags(raw, serialJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc == Errno.EAGAIN {
       if isCurrent {
         misuse(
@@ -40,6 +44,8 @@ extension Lane: SerialExecutor, TaskExecutor {
         )
       }
       // A job cannot be refused: wait for room (the lane is running, it will make some).
+      // (This wait has no continuation flag: while draining it ends in ESHUTDOWN, and
+      // the job goes to the fallback.)
       repeat {
         rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
       } while rc == Errno.ETIMEDOUT
@@ -89,7 +95,8 @@ let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { c
 /// unspecified -> default), on the less loaded of two lanes. No allocation per job.
 /// Keep the pool object alive while tasks prefer it.
 ///
-/// No job is dropped: a job the pool refuses (after shutdown, or both picked lanes
+/// Jobs are continuations: a draining pool still takes them and runs them. No job is
+/// dropped: a job the pool refuses (after shutdown, or both picked lanes
 /// full with a hard capacity) or that a cancelling shutdown discards runs on
 /// Dispatch's global concurrent queue instead, so the task goes on (off the pool).
 extension LanePool: TaskExecutor {
@@ -97,7 +104,8 @@ extension LanePool: TaskExecutor {
     let qos = QoS(jobPriority: job.priority.rawValue)
     let unownedJob = UnownedJob(job)
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
-    let rc = lanepool_async(core.raw, qos.c, poolJobTrampoline, ctx)
+    let rc = lanepool_async_flags(
+      core.raw, qos.c, poolJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc != 0 { Fallback.runElsewhere(unownedJob, preferring: self) }
   }
 
