@@ -14,7 +14,10 @@ final class GCDYYPool: Sendable {
   private let counter = Atomic<Int32>(0)
 
   init(name: String, queueCount: Int, qos: QualityOfService) {
-    precondition((1...Self.maxQueueCount).contains(queueCount))
+    // fatalError, not precondition: the message must survive -O (the bench runs in release).
+    if !(1...Self.maxQueueCount).contains(queueCount) {
+      fatalError("GCDYYPool: queueCount must be 1...\(Self.maxQueueCount), got \(queueCount)")
+    }
     self.name = name
     let dq = DispatchQoS(qosClass: Self.qosClass(qos), relativePriority: 0)
     self.queues = (0..<queueCount).map { DispatchQueue(label: "\(name).\($0)", qos: dq) }
