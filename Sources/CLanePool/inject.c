@@ -1,7 +1,9 @@
 /*
  * inject.c - the test build's injection points (see inject.h). Empty otherwise.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "inject.h"
 
 #ifdef LANEPOOL_TEST_INJECT

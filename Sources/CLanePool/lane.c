@@ -13,7 +13,9 @@
  *    the claim and does not park. The overflow list uses spill_count the same way.
  * See docs/architecture.md for the full argument, including FIFO with overflow.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

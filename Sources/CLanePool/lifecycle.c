@@ -43,7 +43,9 @@
  * the discard callback, on the driver's thread, lane by lane in FIFO order, timers
  * last in deadline order.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

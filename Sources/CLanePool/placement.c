@@ -5,7 +5,9 @@
  * happens inside each lane thread. libnuma is used only when built with
  * LANEPOOL_HAVE_NUMA.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

@@ -4,7 +4,9 @@
  * read back from the kernel after it is applied, and a refusal is recorded, never
  * fatal. The fallback rules are in docs/priorities.md.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

@@ -3,7 +3,9 @@
  * live pools (so destroy can tell a live pool from a stale pointer) and the default
  * pool.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

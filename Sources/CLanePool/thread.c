@@ -7,7 +7,9 @@
  * callback; the synchronous ones (a fault raised by the code the thread runs) stay
  * unblocked, so the application's crash handler sees them.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <signal.h>

@@ -11,7 +11,9 @@
  * the timer in the heap, retried every 100 us, still cancellable; a shutdown takes it
  * from the heap like any pending timer.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "internal.h"
 
 #include <errno.h>

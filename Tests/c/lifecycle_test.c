@@ -1,0 +1,977 @@
+/*
+ * lifecycle_test.c - the life-cycle contract of the C core: an accepted task runs
+ * exactly once or reaches the discard callback exactly once, and nothing blocks
+ * forever, on every path: cancel, drain, timers, callbacks, fork, a task that ends its
+ * thread. One regression test per case of issue 10 (named for the invariant), then a
+ * deterministic interleaving run: the core is built with -DLANEPOOL_TEST_INJECT, so
+ * its injection points (inject.h) yield or sleep as a seed decides, and the shutdown,
+ * timer and fork scenarios run under many seeds.
+ *
+ * Build (as .ci/run does):
+ *   cc -std=gnu11 -O2 -g -pthread -DLANEPOOL_TEST_INJECT -Iinclude -ISources/CLanePool \
+ *      Tests/c/lifecycle_test.c Sources/CLanePool/(all).c -o lifecycle_test
+ *   ./lifecycle_test [seeds] [rounds] [test]   (defaults: 20 seeds, 4 rounds per
+ *   scenario, every regression test; seeds 0 skips the interleaving run)
+ * A watchdog turns any hang into a failure naming the test. Last line:
+ * "N passed, M failed".
+ */
+#define _GNU_SOURCE
+#include "lanepool.h"
+#include "inject.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int passed, failed;
+static const char *current_test = "?";
+
+#define CHECK(cond)                                                                       \
+  do {                                                                                    \
+    if (cond) {                                                                           \
+      passed++;                                                                           \
+    } else {                                                                              \
+      failed++;                                                                           \
+      fprintf(stderr, "%s:%d: [%s] check failed: %s\n", __FILE__, __LINE__, current_test, \
+              #cond);                                                                     \
+    }                                                                                     \
+  } while (0)
+
+#define CHECK_RC(expr, want)                                                              \
+  do {                                                                                    \
+    int rc_ = (expr);                                                                     \
+    if (rc_ == (want)) {                                                                  \
+      passed++;                                                                           \
+    } else {                                                                              \
+      failed++;                                                                           \
+      fprintf(stderr, "%s:%d: [%s] %s returned %d (%s), want %d\n", __FILE__, __LINE__,   \
+              current_test, #expr, rc_, strerror(rc_), (want));                           \
+    }                                                                                     \
+  } while (0)
+
+/* ---- watchdog: a hang is a failure, not a stuck CI job ------------------------- */
+
+static void on_alarm(int sig) {
+  (void)sig;
+  char msg[160];
+  int n = snprintf(msg, sizeof msg, "lifecycle_test: HANG in %s (watchdog)\n", current_test);
+  ssize_t ignored = write(2, msg, (size_t)n);
+  (void)ignored;
+  _exit(3);
+}
+
+static void begin(const char *name, unsigned seconds) {
+  current_test = name;
+  alarm(seconds);
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring, int hard) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = lanes;
+  cfg.ring_capacity = ring;
+  cfg.hard_capacity = hard;
+  lanepool_t *p = NULL;
+  int rc = lanepool_create(&cfg, &p);
+  if (rc) {
+    fprintf(stderr, "lanepool_create(%s): %s\n", name, strerror(rc));
+    exit(1);
+  }
+  return p;
+}
+
+static lanepool_lane_t *lane_of(lanepool_t *p, lanepool_qos_t qos, uint32_t i) {
+  lanepool_lane_t *l = NULL;
+  if (lanepool_get_lane(p, qos, i, &l)) abort();
+  return l;
+}
+
+/* ---- counting tasks ----------------------------------------------------------- */
+
+static atomic_long ran, discarded;
+static void count_task(void *ctx) { (void)ctx; atomic_fetch_add(&ran, 1); }
+static void count_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)fn; (void)ctx; (void)arg;
+  atomic_fetch_add(&discarded, 1);
+}
+static void reset_counts(void) {
+  atomic_store(&ran, 0);
+  atomic_store(&discarded, 0);
+}
+static void noop(void *ctx) { (void)ctx; }
+static void sleep_task(void *ctx) { sleep_ms((unsigned)(uintptr_t)ctx); }
+
+void *lifecycle_test_drain_thread(void *arg);
+
+/* ================================================================================
+ * Case 1: cancel never abandons a claimed cell.
+ * ================================================================================ */
+
+typedef struct {
+  lanepool_lane_t *lane;
+  long accepted;
+  atomic_int *go;
+} producer_arg;
+
+static void *producer(void *p) {
+  producer_arg *a = p;
+  while (!atomic_load(a->go)) sched_yield();
+  for (;;) {
+    int rc = lanepool_lane_async(a->lane, count_task, NULL);
+    if (rc == 0) a->accepted++;
+    else if (rc == ESHUTDOWN) break;
+    else if (rc != EAGAIN) { fprintf(stderr, "producer: %s\n", strerror(rc)); break; }
+  }
+  return NULL;
+}
+
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int *go;
+  long ok, cancelled, refused;
+} syncer_arg;
+
+static void *syncer(void *p) {
+  syncer_arg *a = p;
+  while (!atomic_load(a->go)) sched_yield();
+  for (;;) {
+    int rc = lanepool_lane_sync(a->lane, count_task, NULL);
+    if (rc == 0) a->ok++;
+    else if (rc == ECANCELED) a->cancelled++;
+    else { a->refused++; break; }
+  }
+  return NULL;
+}
+
+/* 12 producers and a sync caller on one lane, then cancel: ran + discarded must equal
+ * what the producers were told was accepted (0 returned), and the sync caller must
+ * come back. ring 64 so the overflow list is in play too. */
+static int cancel_round(unsigned producers, unsigned run_ms) {
+  reset_counts();
+  lanepool_t *p = make_pool("cancel", 1, 64, 0);
+  lanepool_lane_t *lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  atomic_int go = 0;
+  pthread_t th[16], st;
+  producer_arg pa[16];
+  syncer_arg sa = {.lane = lane, .go = &go};
+  for (unsigned i = 0; i < producers; i++) {
+    pa[i] = (producer_arg){.lane = lane, .go = &go};
+    pthread_create(&th[i], NULL, producer, &pa[i]);
+  }
+  pthread_create(&st, NULL, syncer, &sa);
+  atomic_store(&go, 1);
+  sleep_ms(run_ms);
+  int rc = lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL);
+  long accepted = 0;
+  for (unsigned i = 0; i < producers; i++) {
+    pthread_join(th[i], NULL);
+    accepted += pa[i].accepted;
+  }
+  pthread_join(st, NULL);
+  long syncs = sa.ok + sa.cancelled; /* syncs run count_task too when they ran */
+  long total = atomic_load(&ran) + atomic_load(&discarded);
+  int ok = rc == 0 && total == accepted + sa.ok;
+  if (!ok)
+    fprintf(stderr, "[%s] accepted %ld + syncs run %ld, ran %ld, discarded %ld (syncs %ld)\n",
+            current_test, accepted, sa.ok, atomic_load(&ran), atomic_load(&discarded), syncs);
+  lanepool_lane_info_t info;
+  lanepool_lane_info(lane, &info);
+  ok = ok && info.depth == 0;
+  lanepool_destroy(p);
+  return ok;
+}
+
+static void test_cancel_discards_every_claimed_cell(void) {
+  begin("cancel_discards_every_claimed_cell", 120);
+  /* Force the window: producers sleep or yield between claiming a cell and publishing
+   * it (injection point LANEPOOL__AT_CLAIM_PUBLISH), as a preempted producer does. */
+  lanepool__inject_configure(7, 100);
+  int all = 1;
+  for (int round = 0; round < 50; round++) all &= cancel_round(12, 1 + round % 4);
+  lanepool__inject_configure(0, 0);
+  CHECK(all);
+}
+
+/* ================================================================================
+ * Case 2: cancel with a task of lane A waiting in sync on lane B of the same pool.
+ * ================================================================================ */
+
+typedef struct {
+  lanepool_lane_t *target;
+  atomic_int rc;
+  atomic_int done;
+} cross_sync;
+
+static void sync_onto_other_lane(void *ctx) {
+  cross_sync *c = ctx;
+  atomic_store(&c->rc, lanepool_lane_sync(c->target, noop, NULL));
+  atomic_store(&c->done, 1);
+}
+
+static void test_cancel_releases_cross_lane_sync(void) {
+  begin("cancel_releases_cross_lane_sync", 30);
+  for (int round = 0; round < 10; round++) {
+    lanepool_t *p = make_pool("xsync", 2, 64, 0);
+    lanepool_lane_t *a = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+    lanepool_lane_t *b = lane_of(p, LANEPOOL_QOS_DEFAULT, 1);
+    cross_sync c = {.target = b};
+    atomic_init(&c.rc, -1);
+    atomic_init(&c.done, 0);
+    CHECK_RC(lanepool_lane_async(b, sleep_task, (void *)(uintptr_t)30), 0);
+    for (int i = 0; i < 100; i++) lanepool_lane_async(b, noop, NULL);
+    CHECK_RC(lanepool_lane_async(a, sync_onto_other_lane, &c), 0);
+    sleep_ms(5);
+    reset_counts();
+    CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
+    CHECK(atomic_load(&c.done) == 1);
+    int rc = atomic_load(&c.rc);
+    CHECK(rc == ECANCELED || rc == 0);
+    lanepool_destroy(p);
+  }
+}
+
+/* ================================================================================
+ * Case 3 and 8: timers on a full hard-capacity lane.
+ * ================================================================================ */
+
+static atomic_int gate;
+static void wait_gate(void *ctx) {
+  (void)ctx;
+  while (!atomic_load(&gate)) sleep_ms(1);
+}
+
+static void test_cancel_with_due_timer_on_full_lane(void) {
+  begin("cancel_with_due_timer_on_full_lane", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("tmfull", 1, 2, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_UTILITY, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  sleep_ms(5); /* the lane is inside wait_gate: the ring is empty */
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), EAGAIN);
+  lanepool_timer_t id;
+  CHECK_RC(lanepool_lane_async_after(l, lanepool_now_ns(), count_task, NULL, &id), 0);
+  sleep_ms(10); /* due: the timer thread retries EAGAIN */
+  /* The cancel must not wait for the gate's owner: open it from another thread later. */
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
+  CHECK(atomic_load(&ran) + atomic_load(&discarded) == 3);
+  lanepool_destroy(p);
+}
+
+static void test_due_timer_on_full_lane_is_cancellable(void) {
+  begin("due_timer_on_full_lane_is_cancellable", 30);
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("tmcancel", 1, 2, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_UTILITY, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  sleep_ms(5);
+  CHECK_RC(lanepool_lane_async(l, noop, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, noop, NULL), 0);
+  lanepool_timer_t id;
+  int token;
+  CHECK_RC(lanepool_lane_async_after(l, lanepool_now_ns(), count_task, &token, &id), 0);
+  sleep_ms(10); /* due and stuck behind the full ring: neither queued nor run */
+  void *ctx = NULL;
+  CHECK_RC(lanepool_timer_cancel(p, id, &ctx), 0);
+  CHECK(ctx == &token);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* EALREADY means queued: a task submitted after that answer runs after the timer. */
+static atomic_int order_seen[2];
+static atomic_int order_next;
+static void mark_order(void *ctx) {
+  atomic_store(&order_seen[(uintptr_t)ctx], atomic_fetch_add(&order_next, 1));
+}
+
+static void test_timer_cancel_ealready_means_queued(void) {
+  begin("timer_cancel_ealready_means_queued", 60);
+  lanepool_t *p = make_pool("tmorder", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  int bad = 0;
+  for (int i = 0; i < 300; i++) {
+    atomic_store(&order_next, 0);
+    atomic_store(&order_seen[0], -1);
+    atomic_store(&order_seen[1], -1);
+    lanepool_timer_t id;
+    if (lanepool_lane_async_after(l, lanepool_now_ns() + 20000, mark_order, (void *)0, &id)) abort();
+    int rc;
+    while ((rc = lanepool_timer_cancel(p, id, NULL)) == 0) {
+      /* cancelled before firing: set it again */
+      if (lanepool_lane_async_after(l, lanepool_now_ns(), mark_order, (void *)0, &id)) abort();
+    }
+    if (rc != EALREADY) bad++;
+    if (lanepool_lane_sync(l, mark_order, (void *)1)) abort();
+    if (!(atomic_load(&order_seen[0]) == 0 && atomic_load(&order_seen[1]) == 1)) bad++;
+  }
+  CHECK(bad == 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* Drain with a due timer stuck behind a full hard-capacity lane: the timer runs. */
+static void test_drain_runs_pending_timer_on_full_lane(void) {
+  begin("drain_runs_pending_timer_on_full_lane", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("tmdrain", 1, 2, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_UTILITY, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  sleep_ms(5);
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_async_after(l, lanepool_now_ns(), count_task, NULL, NULL), 0);
+  CHECK_RC(lanepool_lane_async_after(l, lanepool_now_ns() + 30000000, count_task, NULL, NULL), 0);
+  sleep_ms(5);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&ran) == 4);
+  lanepool_destroy(p);
+}
+
+/* ================================================================================
+ * Case 5: shutdown or destroy from the stall log callback (the timer thread).
+ * ================================================================================ */
+
+static _Atomic(lanepool_t *) logged_pool; /* published after lanepool_create returns */
+static atomic_int log_shutdown_rc, log_destroy_rc, log_calls;
+static void stall_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level; (void)msg; (void)arg;
+  lanepool_t *p = atomic_load(&logged_pool);
+  if (p && atomic_fetch_add(&log_calls, 1) == 0) {
+    atomic_store(&log_shutdown_rc, lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL));
+    atomic_store(&log_destroy_rc, lanepool_destroy(p));
+  }
+}
+
+static void test_stall_log_callback_cannot_end_its_pool(void) {
+  begin("stall_log_callback_cannot_end_its_pool", 30);
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "stall";
+  cfg.lanes_per_band = 1;
+  cfg.stall_threshold_ns = 2000000;
+  cfg.log = stall_log;
+  atomic_store(&log_calls, 0);
+  atomic_store(&log_shutdown_rc, -1);
+  atomic_store(&log_destroy_rc, -1);
+  lanepool_t *created = NULL;
+  CHECK_RC(lanepool_create(&cfg, &created), 0);
+  atomic_store(&logged_pool, created);
+  lanepool_lane_t *l = lane_of(created, LANEPOOL_QOS_DEFAULT, 0);
+  CHECK_RC(lanepool_lane_async(l, sleep_task, (void *)(uintptr_t)40), 0);
+  sleep_ms(60);
+  CHECK(atomic_load(&log_calls) >= 1);
+  CHECK(atomic_load(&log_shutdown_rc) == EDEADLK);
+  CHECK(atomic_load(&log_destroy_rc) == EDEADLK);
+  lanepool_info_t info;
+  CHECK_RC(lanepool_info(created, &info), 0);
+  CHECK(info.shut_down == 0);
+  atomic_store(&logged_pool, NULL);
+  CHECK_RC(lanepool_destroy(created), 0);
+}
+
+/* ================================================================================
+ * Case 6: shutdown or destroy from the discard callback.
+ * ================================================================================ */
+
+static lanepool_t *discarding_pool;
+static atomic_int in_discard_shutdown_rc, in_discard_destroy_rc;
+static void discard_that_calls_back(lanepool_fn fn, void *ctx, void *arg) {
+  count_discard(fn, ctx, arg);
+  atomic_store(&in_discard_shutdown_rc,
+               lanepool_shutdown(discarding_pool, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL));
+  atomic_store(&in_discard_destroy_rc, lanepool_destroy(discarding_pool));
+}
+
+static void test_discard_callback_may_call_back(void) {
+  begin("discard_callback_may_call_back", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  discarding_pool = make_pool("dcb", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(discarding_pool, LANEPOOL_QOS_DEFAULT, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  sleep_ms(5);
+  for (int i = 0; i < 5; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_shutdown(discarding_pool, LANEPOOL_SHUTDOWN_CANCEL, discard_that_calls_back, NULL), 0);
+  CHECK(atomic_load(&ran) + atomic_load(&discarded) == 5);
+  if (atomic_load(&discarded) > 0) {
+    CHECK(atomic_load(&in_discard_shutdown_rc) == EALREADY);
+    CHECK(atomic_load(&in_discard_destroy_rc) == EDEADLK);
+  }
+  CHECK_RC(lanepool_destroy(discarding_pool), 0);
+}
+
+/* ================================================================================
+ * Case 7: fork.
+ * ================================================================================ */
+
+typedef struct {
+  lanepool_t *pool;
+  atomic_int stop;
+} timer_hammer;
+
+static void *hammer_timers(void *p) {
+  timer_hammer *h = p;
+  lanepool_lane_t *l = lane_of(h->pool, LANEPOOL_QOS_DEFAULT, 0);
+  while (!atomic_load(&h->stop)) {
+    lanepool_timer_t id;
+    if (lanepool_lane_async_after(l, lanepool_now_ns() + 1000000000ull, noop, NULL, &id) == 0)
+      lanepool_timer_cancel(h->pool, id, NULL);
+  }
+  return NULL;
+}
+
+/* In the child every call on the parent's pool answers EOWNERDEAD at once. Run in a
+ * child that reports through its exit status: 0 all right, 1 a wrong answer, 3 hang. */
+static int child_checks(lanepool_t *p) {
+  signal(SIGALRM, on_alarm);
+  alarm(5);
+  lanepool_lane_t *l = NULL, *l2 = NULL;
+  lanepool_info_t pi;
+  int bad = 0;
+  bad |= lanepool_next_lane(p, LANEPOOL_QOS_DEFAULT, &l) != EOWNERDEAD;
+  bad |= lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &l2) != EOWNERDEAD;
+  bad |= lanepool_lane_for_key(p, LANEPOOL_QOS_DEFAULT, 7, &l2) != EOWNERDEAD;
+  bad |= lanepool_info(p, &pi) != EOWNERDEAD;
+  bad |= lanepool_async(p, LANEPOOL_QOS_DEFAULT, noop, NULL) != EOWNERDEAD;
+  bad |= lanepool_async_after(p, LANEPOOL_QOS_DEFAULT, 0, noop, NULL, NULL) != EOWNERDEAD;
+  bad |= lanepool_timer_cancel(p, 1, NULL) != EOWNERDEAD;
+  bad |= lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL) != EOWNERDEAD;
+  return bad;
+}
+
+static lanepool_lane_t *fork_lane;
+static int fork_lane_checks(void) {
+  lanepool_lane_info_t li;
+  lanepool_t *owner;
+  int bad = 0;
+  bad |= lanepool_lane_info(fork_lane, &li) != EOWNERDEAD;
+  bad |= lanepool_lane_pool(fork_lane, &owner) != EOWNERDEAD;
+  bad |= lanepool_lane_async(fork_lane, noop, NULL) != EOWNERDEAD;
+  bad |= lanepool_lane_sync(fork_lane, noop, NULL) != EOWNERDEAD;
+  bad |= lanepool_lane_async_after(fork_lane, 0, noop, NULL, NULL) != EOWNERDEAD;
+  bad |= lanepool_lane_async_wait(fork_lane, noop, NULL, 1000) != EOWNERDEAD;
+  return bad;
+}
+
+static void test_fork_child_gets_eownerdead_without_locks(void) {
+  begin("fork_child_gets_eownerdead_without_locks", 120);
+  lanepool_t *p = make_pool("fork", 1, 64, 0);
+  fork_lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  timer_hammer h = {.pool = p};
+  atomic_init(&h.stop, 0);
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, hammer_timers, &h);
+  int bad = 0, hung = 0;
+  for (int i = 0; i < 60; i++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_checks(p) | fork_lane_checks());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st)) bad++;
+    else if (WEXITSTATUS(st) == 3) hung++;
+    else if (WEXITSTATUS(st) != 0) bad++;
+  }
+  atomic_store(&h.stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  CHECK(hung == 0);
+  CHECK(bad == 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* A task that forks: the child must not go on running the lane's queue. */
+static pid_t parent_pid;
+static int leak_pipe[2];
+static atomic_int forked_child;
+static void fork_in_task(void *ctx) {
+  (void)ctx;
+  pid_t pid = fork();
+  if (pid > 0) atomic_store(&forked_child, pid);
+}
+static void report_if_child(void *ctx) {
+  (void)ctx;
+  if (getpid() != parent_pid) {
+    ssize_t ignored = write(leak_pipe[1], "X", 1);
+    (void)ignored;
+  }
+}
+
+static void test_fork_in_task_child_does_not_run_the_lane(void) {
+  begin("fork_in_task_child_does_not_run_the_lane", 30);
+  parent_pid = getpid();
+  if (pipe(leak_pipe)) abort();
+  lanepool_t *p = make_pool("forkt", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  atomic_store(&gate, 0);
+  atomic_store(&forked_child, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, fork_in_task, NULL), 0);
+  for (int i = 0; i < 20; i++) CHECK_RC(lanepool_lane_async(l, report_if_child, NULL), 0);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_lane_sync(l, noop, NULL), 0);
+  pid_t child = atomic_load(&forked_child);
+  CHECK(child > 0);
+  int st = 0;
+  if (child > 0) waitpid(child, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(leak_pipe[1]);
+  char buf[32];
+  ssize_t n = read(leak_pipe[0], buf, sizeof buf);
+  CHECK(n == 0); /* the child ran none of the queued tasks */
+  close(leak_pipe[0]);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
+ * Case 9: a task that ends its lane's thread.
+ * ================================================================================ */
+
+static void exit_thread(void *ctx) { (void)ctx; pthread_exit(NULL); }
+
+static void test_task_ending_its_thread_loses_nothing(void) {
+  begin("task_ending_its_thread_loses_nothing", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("pexit", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, exit_thread, NULL), 0);
+  for (int i = 0; i < 10; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, exit_thread, NULL), 0);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_lane_sync(l, count_task, NULL), 0); /* the lane lives on */
+  for (int i = 0; i < 10; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&ran) == 21);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  CHECK(info.tasks_executed == 24);
+  CHECK(info.running == 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
+ * Case 10: a huge timeout waits, it does not wrap.
+ * ================================================================================ */
+
+static void test_huge_timeout_waits_for_room(void) {
+  begin("huge_timeout_waits_for_room", 30);
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("huge", 1, 2, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  CHECK_RC(lanepool_lane_async(l, sleep_task, (void *)(uintptr_t)30), 0);
+  sleep_ms(5);
+  CHECK_RC(lanepool_lane_async(l, noop, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, noop, NULL), 0);
+  CHECK_RC(lanepool_lane_async_wait(l, noop, NULL, UINT64_MAX), 0);
+  CHECK_RC(lanepool_lane_async_wait(l, noop, NULL, UINT64_MAX - 1), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
+ * Case 12: errors name the setting; thread limit is the system's EAGAIN.
+ * ================================================================================ */
+
+static void test_config_check_names_the_field(void) {
+  begin("config_check_names_the_field", 10);
+  lanepool_config_t cfg;
+  const char *field = NULL;
+  lanepool_config_init(&cfg);
+  CHECK_RC(lanepool_config_check(&cfg, &field), 0);
+  cfg.lanes_per_band = 0;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "lanes_per_band") == 0);
+  lanepool_config_init(&cfg);
+  cfg.ring_capacity = 3;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "ring_capacity") == 0);
+  lanepool_config_init(&cfg);
+  cfg.policy[3].nice = 40;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "policy[3].nice") == 0);
+  lanepool_config_init(&cfg);
+  cfg.policy[0].slice_ns = 5;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "policy[0].slice_ns") == 0);
+  static const int bad_lists[][1] = {{-1}, {99999}, {4095}};
+  for (int i = 0; i < 3; i++) {
+    lanepool_config_init(&cfg);
+    cfg.placement = LANEPOOL_PLACEMENT_CPU_LIST;
+    cfg.cpus = bad_lists[i];
+    cfg.cpu_count = 1;
+    field = NULL;
+    CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+    CHECK(field && strcmp(field, "cpus") == 0);
+    lanepool_t *p = NULL;
+    CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+  }
+  CHECK_RC(lanepool_config_check(NULL, &field), EINVAL);
+}
+
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static void test_thread_limit_is_eagain_and_leaves_nothing(void) {
+  begin("thread_limit_is_eagain_and_leaves_nothing", 30);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* Root ignores RLIMIT_NPROC: become nobody first. */
+    if (setgid(65534) || setuid(65534)) _exit(4);
+    int before = count_threads(); /* 1, or 2 with a sanitizer's helper thread */
+    struct rlimit rl = {.rlim_cur = (rlim_t)before + 2, .rlim_max = (rlim_t)before + 2};
+    if (setrlimit(RLIMIT_NPROC, &rl)) _exit(5);
+    lanepool_config_t cfg;
+    lanepool_config_init(&cfg);
+    cfg.lanes_per_band = 2;
+    lanepool_t *p = NULL;
+    int rc = lanepool_create(&cfg, &p);
+    if (rc != EAGAIN) _exit(6);
+    if (count_threads() != before) _exit(7);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 4) {
+    printf("skip - thread_limit_is_eagain_and_leaves_nothing: cannot drop to uid 65534\n");
+    return;
+  }
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "  child status %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* ================================================================================
+ * Case 15: a drain runs the work its own tasks fan out; outsiders are refused.
+ * ================================================================================ */
+
+static lanepool_t *fan_pool;
+static atomic_long fan_ran, fan_refused;
+static void fan_out(void *ctx) {
+  uintptr_t depth = (uintptr_t)ctx;
+  atomic_fetch_add(&fan_ran, 1);
+  if (depth == 0) return;
+  static const lanepool_qos_t qos[3] = {LANEPOOL_QOS_DEFAULT, LANEPOOL_QOS_UTILITY,
+                                        LANEPOOL_QOS_USER_INITIATED};
+  for (int i = 0; i < 2; i++) {
+    int rc = lanepool_async(fan_pool, qos[(depth + (unsigned)i) % 3], fan_out, (void *)(depth - 1));
+    if (rc) atomic_fetch_add(&fan_refused, 1);
+  }
+  /* A timer set by a task while the pool drains is part of the drain too. */
+  if (depth == 3) {
+    lanepool_lane_t *self;
+    lanepool_current_lane(&self);
+    if (lanepool_lane_async_after(self, lanepool_now_ns() + 2000000, fan_out, (void *)0, NULL))
+      atomic_fetch_add(&fan_refused, 1);
+  }
+}
+
+static void test_drain_runs_what_its_tasks_fan_out(void) {
+  begin("drain_runs_what_its_tasks_fan_out", 60);
+  for (int round = 0; round < 5; round++) {
+    atomic_store(&fan_ran, 0);
+    atomic_store(&fan_refused, 0);
+    fan_pool = make_pool("fan", 2, 16, 0);
+    const uintptr_t depth = 10; /* 2^11 - 1 tasks, plus one timer per depth-3 task */
+    CHECK_RC(lanepool_async(fan_pool, LANEPOOL_QOS_DEFAULT, fan_out, (void *)depth), 0);
+    CHECK_RC(lanepool_shutdown(fan_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+    long want = (1L << (depth + 1)) - 1 + (1L << (depth - 3));
+    CHECK(atomic_load(&fan_ran) == want);
+    CHECK(atomic_load(&fan_refused) == 0);
+    CHECK_RC(lanepool_async(fan_pool, LANEPOOL_QOS_DEFAULT, noop, NULL), ESHUTDOWN);
+    CHECK_RC(lanepool_destroy(fan_pool), 0);
+  }
+}
+
+/* An outside submit while the pool drains is refused; a continuation is accepted. */
+static void test_drain_refuses_outsiders_takes_continuations(void) {
+  begin("drain_refuses_outsiders_takes_continuations", 30);
+  reset_counts();
+  lanepool_t *p = make_pool("drainout", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  pthread_t t;
+  lanepool_t *arg = p;
+  /* Start the drain on another thread; it waits for the gate's task. */
+  pthread_create(&t, NULL, lifecycle_test_drain_thread, &arg);
+  lanepool_info_t info;
+  do {
+    sleep_ms(1);
+    lanepool_info(p, &info);
+  } while (!info.shut_down);
+  sleep_ms(2);
+  CHECK_RC(lanepool_lane_async(l, count_task, NULL), ESHUTDOWN);
+  CHECK_RC(lanepool_lane_sync(l, count_task, NULL), ESHUTDOWN);
+  CHECK_RC(lanepool_lane_async_flags(l, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION), 0);
+  CHECK_RC(lanepool_async_flags(p, LANEPOOL_QOS_DEFAULT, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION), 0);
+  CHECK_RC(lanepool_lane_async_flags(l, count_task, NULL, 2), EINVAL);
+  atomic_store(&gate, 1);
+  pthread_join(t, NULL);
+  CHECK(atomic_load(&ran) == 2);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+void *lifecycle_test_drain_thread(void *arg) {
+  lanepool_t **p = arg;
+  if (lanepool_shutdown(*p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL)) abort();
+  return NULL;
+}
+
+/* A cancel while a drain is under way escalates it: the drainer and the canceller
+ * both return once joined, and every task ran or was discarded. */
+static void test_cancel_escalates_a_drain(void) {
+  begin("cancel_escalates_a_drain", 30);
+  reset_counts();
+  lanepool_t *p = make_pool("escal", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  for (int i = 0; i < 40; i++) CHECK_RC(lanepool_lane_async(l, sleep_task, (void *)(uintptr_t)5), 0);
+  pthread_t t;
+  lanepool_t *arg = p;
+  pthread_create(&t, NULL, lifecycle_test_drain_thread, &arg);
+  lanepool_info_t info;
+  do {
+    sleep_ms(1);
+    lanepool_info(p, &info);
+  } while (!info.shut_down);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
+  pthread_join(t, NULL);
+  lanepool_lane_info_t li;
+  lanepool_lane_info(l, &li);
+  CHECK(li.tasks_executed + (uint64_t)atomic_load(&discarded) == 40);
+  CHECK(atomic_load(&discarded) > 0);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), EALREADY);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
+ * The deterministic interleaving run.
+ * ================================================================================ */
+
+/* Drain under fire: outside producers (refused once it drains), own tasks fanning
+ * out, timers set and cancelled; everything accepted must run. */
+static void *drain_producer(void *a) {
+  producer_arg *pa = a;
+  while (!atomic_load(pa->go)) sched_yield();
+  for (int i = 0;; i++) {
+    int rc = (i % 7 == 0)
+                 ? lanepool_lane_async_after(pa->lane, lanepool_now_ns() + (uint64_t)(i % 3) * 100000,
+                                             count_task, NULL, NULL)
+                 : lanepool_lane_async(pa->lane, count_task, NULL);
+    if (rc == 0) pa->accepted++;
+    else if (rc == ESHUTDOWN) break;
+  }
+  return NULL;
+}
+
+static int drain_round(void) {
+  reset_counts();
+  atomic_store(&fan_ran, 0);
+  atomic_store(&fan_refused, 0);
+  fan_pool = make_pool("ildrain", 2, 16, 0);
+  atomic_int go = 0;
+  pthread_t th[3];
+  producer_arg pa[3];
+  for (int i = 0; i < 3; i++) {
+    pa[i] = (producer_arg){.lane = lane_of(fan_pool, LANEPOOL_QOS_DEFAULT, (uint32_t)i % 2), .go = &go};
+    pthread_create(&th[i], NULL, drain_producer, &pa[i]);
+  }
+  lanepool_async(fan_pool, LANEPOOL_QOS_UTILITY, fan_out, (void *)6);
+  atomic_store(&go, 1);
+  sleep_ms(1);
+  int rc = lanepool_shutdown(fan_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+  long accepted = 0;
+  for (int i = 0; i < 3; i++) {
+    pthread_join(th[i], NULL);
+    accepted += pa[i].accepted;
+  }
+  long want_fan = (1L << 7) - 1 + (1L << 3);
+  int ok = rc == 0 && atomic_load(&ran) == accepted && atomic_load(&fan_ran) == want_fan &&
+           atomic_load(&fan_refused) == 0;
+  if (!ok)
+    fprintf(stderr, "[%s] drain: accepted %ld ran %ld; fan %ld of %ld, refused %ld\n",
+            current_test, accepted, atomic_load(&ran), atomic_load(&fan_ran), want_fan,
+            atomic_load(&fan_refused));
+  lanepool_destroy(fan_pool);
+  return ok;
+}
+
+/* Timers and cancel on a hard-capacity lane, with a sync waiter. */
+static int timer_cancel_round(void) {
+  reset_counts();
+  lanepool_t *p = make_pool("iltimer", 1, 4, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  long accepted = 0;
+  void *got;
+  for (int i = 0; i < 40; i++) {
+    lanepool_timer_t id;
+    if (lanepool_lane_async_after(l, lanepool_now_ns() + (uint64_t)(i % 5) * 50000, count_task, NULL, &id) == 0) {
+      accepted++;
+      if (i % 4 == 0 && lanepool_timer_cancel(p, id, &got) == 0) accepted--;
+    }
+    if (lanepool_lane_async(l, count_task, NULL) == 0) accepted++;
+  }
+  sleep_ms(1);
+  int rc = lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL);
+  int ok = rc == 0 && atomic_load(&ran) + atomic_load(&discarded) == accepted;
+  if (!ok)
+    fprintf(stderr, "[%s] timers: accepted %ld ran %ld discarded %ld\n", current_test, accepted,
+            atomic_load(&ran), atomic_load(&discarded));
+  lanepool_destroy(p);
+  return ok;
+}
+
+/* Cross-lane syncs under cancel. */
+static atomic_long xsync_discarded;
+static void count_xsync_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)ctx; (void)arg;
+  if (fn == sync_onto_other_lane) atomic_fetch_add(&xsync_discarded, 1);
+}
+
+static int cross_sync_round(void) {
+  lanepool_t *p = make_pool("ilxsync", 2, 8, 0);
+  lanepool_lane_t *a = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_t *b = lane_of(p, LANEPOOL_QOS_DEFAULT, 1);
+  /* Tasks of A wait in sync on B, behind B's own work (a cycle, A on B and B on A,
+   * would deadlock without any shutdown, as dispatch_sync does: not a case here). */
+  cross_sync c[8];
+  for (int i = 0; i < 8; i++) {
+    c[i].target = b;
+    atomic_init(&c[i].rc, -1);
+    atomic_init(&c[i].done, 0);
+    lanepool_lane_async(b, sleep_task, (void *)(uintptr_t)(i % 2));
+    lanepool_lane_async(a, sync_onto_other_lane, &c[i]);
+  }
+  atomic_store(&xsync_discarded, 0);
+  int rc = lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_xsync_discard, NULL);
+  int ok = rc == 0;
+  /* Each task ran (and its sync returned) or was discarded (never ran). */
+  long done = 0;
+  for (int i = 0; i < 8; i++) done += atomic_load(&c[i].done);
+  ok = ok && done + atomic_load(&xsync_discarded) == 8;
+  if (!ok)
+    fprintf(stderr, "[%s] cross sync: rc %d, %ld returned, %ld discarded of 8\n", current_test,
+            rc, done, atomic_load(&xsync_discarded));
+  lanepool_destroy(p);
+  return ok;
+}
+
+static void run_interleavings(unsigned seeds, unsigned rounds) {
+  uint64_t hits[LANEPOOL__AT_COUNT] = {0};
+  int bad = 0;
+  for (unsigned seed = 1; seed <= seeds; seed++) {
+    char name[64];
+    snprintf(name, sizeof name, "interleave seed %u", seed);
+    begin(name, 120);
+    lanepool__inject_configure(seed, 300);
+    for (unsigned r = 0; r < rounds; r++) {
+      bad += !cancel_round(6, 1 + r % 3);
+      bad += !drain_round();
+      bad += !timer_cancel_round();
+      bad += !cross_sync_round();
+    }
+    /* fork under injection: children answer EOWNERDEAD without a hang */
+    lanepool_t *p = make_pool("ilfork", 1, 16, 0);
+    fork_lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+    timer_hammer h = {.pool = p};
+    atomic_init(&h.stop, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, hammer_timers, &h);
+    for (int i = 0; i < 4; i++) {
+      pid_t pid = fork();
+      if (pid == 0) _exit(child_checks(p) | fork_lane_checks());
+      int st = 0;
+      waitpid(pid, &st, 0);
+      if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        bad++;
+        fprintf(stderr, "[%s] fork child: status %d\n", current_test, st);
+      }
+    }
+    atomic_store(&h.stop, 1);
+    pthread_join(th, NULL);
+    lanepool_destroy(p);
+    for (int i = 0; i < LANEPOOL__AT_COUNT; i++) hits[i] += lanepool__inject_hits(i);
+  }
+  lanepool__inject_configure(0, 0);
+  current_test = "interleavings";
+  CHECK(bad == 0);
+  printf("interleavings: %u seeds x %u rounds of 4 scenarios + 4 forks each, %d failed; "
+         "injection hits: claim/publish %llu, park %llu, wake %llu, timer fire %llu, fork %llu, "
+         "drain scan %llu, cancel %llu, close/discard %llu, spill %llu\n",
+         seeds, rounds, bad, (unsigned long long)hits[LANEPOOL__AT_CLAIM_PUBLISH],
+         (unsigned long long)hits[LANEPOOL__AT_PARK], (unsigned long long)hits[LANEPOOL__AT_WAKE],
+         (unsigned long long)hits[LANEPOOL__AT_TIMER_FIRE], (unsigned long long)hits[LANEPOOL__AT_FORK],
+         (unsigned long long)hits[LANEPOOL__AT_DRAIN_SCAN], (unsigned long long)hits[LANEPOOL__AT_CANCEL],
+         (unsigned long long)hits[LANEPOOL__AT_CLOSE_DISCARD], (unsigned long long)hits[LANEPOOL__AT_SPILL]);
+}
+
+int main(int argc, char **argv) {
+  unsigned seeds = argc > 1 ? (unsigned)atoi(argv[1]) : 20;
+  unsigned rounds = argc > 2 ? (unsigned)atoi(argv[2]) : 4;
+  const char *only = argc > 3 ? argv[3] : NULL; /* run one regression test by name */
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGALRM, on_alarm);
+  signal(SIGPIPE, SIG_IGN);
+  struct {
+    const char *name;
+    void (*fn)(void);
+  } tests[] = {
+#define T(f) {#f, f}
+      T(test_cancel_discards_every_claimed_cell),
+      T(test_cancel_releases_cross_lane_sync),
+      T(test_cancel_with_due_timer_on_full_lane),
+      T(test_due_timer_on_full_lane_is_cancellable),
+      T(test_timer_cancel_ealready_means_queued),
+      T(test_drain_runs_pending_timer_on_full_lane),
+      T(test_stall_log_callback_cannot_end_its_pool),
+      T(test_discard_callback_may_call_back),
+      T(test_fork_child_gets_eownerdead_without_locks),
+      T(test_fork_in_task_child_does_not_run_the_lane),
+      T(test_task_ending_its_thread_loses_nothing),
+      T(test_huge_timeout_waits_for_room),
+      T(test_config_check_names_the_field),
+      T(test_thread_limit_is_eagain_and_leaves_nothing),
+      T(test_drain_runs_what_its_tasks_fan_out),
+      T(test_drain_refuses_outsiders_takes_continuations),
+      T(test_cancel_escalates_a_drain),
+#undef T
+  };
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    if (only && strcmp(only, tests[i].name + 5) != 0) continue;
+    int before = failed;
+    tests[i].fn();
+    alarm(0);
+    printf("%s - %s\n", failed == before ? "ok" : "FAIL", tests[i].name + 5);
+  }
+  if (seeds > 0) run_interleavings(seeds, rounds);
+  alarm(0);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,300 @@
+/*
+ * ring_test.c - unit test of the header-only task ring (Sources/CLanePool/ring.h):
+ * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, many producers with
+ * one consumer, and a claimed-but-unpublished cell waited for by ring_wait_cell.
+ * Prints "ok - name" / "FAIL - name: why" per test, then "N passed, M failed".
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ring.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int passed, failed;
+
+/* Each test returns NULL on success or a static message naming what broke. */
+static void report(const char *name, const char *why) {
+  if (why == NULL) {
+    passed++;
+    printf("ok - %s\n", name);
+  } else {
+    failed++;
+    printf("FAIL - %s: %s\n", name, why);
+  }
+  fflush(stdout);
+}
+#define REQUIRE(cond, why) do { if (!(cond)) return (why); } while (0)
+
+static void task_fn(void *ctx) { (void)ctx; }
+
+static void *as_ctx(uint64_t v) { return (void *)(uintptr_t)v; }
+static uint64_t from_ctx(void *p) { return (uint64_t)(uintptr_t)p; }
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* A ring on its own cache lines, with `capacity` slots; NULL if out of memory. */
+static lanepool__ring *ring_new(uint64_t capacity) {
+  lanepool__ring *r = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof *r);
+  lanepool__slot *slots = calloc(capacity, sizeof *slots);
+  if (r == NULL || slots == NULL) {
+    free(r);
+    free(slots);
+    return NULL;
+  }
+  lanepool__ring_init(r, slots, capacity);
+  return r;
+}
+
+static void ring_free(lanepool__ring *r) {
+  if (r == NULL) return;
+  free(r->slots);
+  free(r);
+}
+
+/* Pops one task and checks it is (task_fn, expect). */
+static bool pop_is(lanepool__ring *r, uint64_t expect) {
+  lanepool__ring_task t;
+  return lanepool__ring_pop(r, &t) && t.fn == task_fn && from_ctx(t.ctx) == expect;
+}
+
+static const char *capacity_then_eagain_body(lanepool__ring *r) {
+  for (uint64_t i = 0; i < 8; i++)
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push below capacity failed");
+  REQUIRE(lanepool__ring_depth(r) == 8, "depth is not 8 after 8 pushes");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), false) == EAGAIN, "9th push not EAGAIN");
+  REQUIRE(lanepool__ring_depth(r) == 8, "EAGAIN changed the depth");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 8, "EAGAIN moved the tail");
+  REQUIRE(pop_is(r, 0), "first pop is not item 0");
+  REQUIRE(lanepool__ring_depth(r) == 7, "depth is not 7 after a pop");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(8), false) == 0, "push after a pop failed");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), false) == EAGAIN, "full again: not EAGAIN");
+  for (uint64_t i = 1; i <= 8; i++) REQUIRE(pop_is(r, i), "drain out of order");
+  lanepool__ring_task t;
+  REQUIRE(!lanepool__ring_pop(r, &t), "pop from an empty ring succeeded");
+  REQUIRE(lanepool__ring_depth(r) == 0, "depth is not 0 when empty");
+  return NULL;
+}
+
+static const char *fifo_across_wraps_body(lanepool__ring *r) {
+  uint64_t next_push = 0, next_pop = 0, batch = 0;
+  const uint64_t total = 10000;
+  while (next_pop < total) {
+    uint64_t n = batch++ % 4 + 1; /* 1, 2, 3, 4, 1, ... */
+    uint64_t pushed = 0;
+    for (; pushed < n && next_push < total; pushed++, next_push++)
+      REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(next_push), false) == 0, "push failed");
+    REQUIRE(lanepool__ring_depth(r) == pushed, "depth differs from the batch size");
+    for (uint64_t i = 0; i < pushed; i++, next_pop++)
+      REQUIRE(pop_is(r, next_pop), "popped value is not the next expected one");
+    lanepool__ring_task t;
+    REQUIRE(!lanepool__ring_pop(r, &t), "pop after the batch succeeded");
+  }
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == total, "tail is not the push count");
+  return NULL;
+}
+
+static const char *closed_refuses_body(lanepool__ring *r) {
+  for (uint64_t i = 0; i < 5; i++)
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push before close failed");
+  REQUIRE(pop_is(r, 0) && pop_is(r, 1), "pops before close out of order");
+  REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 5, "close did not return the push count");
+  REQUIRE(lanepool__ring_closed(r), "ring_closed is false after close");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(50), false) == ESHUTDOWN, "push not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(51), true) == ESHUTDOWN, "own push not ESHUTDOWN");
+  REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 5, "second close moved the count");
+  for (uint64_t i = 2; i < 5; i++) {
+    REQUIRE(pop_is(r, i), "item queued before close lost or out of order");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(60), true) == ESHUTDOWN, "push after pop");
+  }
+  lanepool__ring_task t;
+  REQUIRE(!lanepool__ring_pop(r, &t), "pop past the closed tail succeeded");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 5, "tail moved after CLOSED");
+  REQUIRE(lanepool__ring_depth(r) == 0, "depth not 0 after draining");
+  return NULL;
+}
+
+static const char *own_only_admits_own_body(lanepool__ring *r) {
+  for (uint64_t i = 0; i < 3; i++)
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push before OWN_ONLY failed");
+  REQUIRE(lanepool__ring_close(r, LANEPOOL__OWN_ONLY) == 3, "OWN_ONLY close: wrong claim count");
+  REQUIRE(!lanepool__ring_closed(r), "OWN_ONLY reads as CLOSED");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(90), false) == LANEPOOL__RING_OWN_ONLY,
+          "foreign push not refused with LANEPOOL__RING_OWN_ONLY");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 3, "refused push moved the tail");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(3), true) == 0, "own push refused");
+  REQUIRE(lanepool__ring_depth(r) == 4, "depth is not 4");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 4, "own push did not move the tail");
+  for (uint64_t i = 0; i < 4; i++) REQUIRE(pop_is(r, i), "own item not in FIFO order");
+  REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 4, "CLOSED: wrong claim count");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(91), false) == ESHUTDOWN, "foreign not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(92), true) == ESHUTDOWN, "own not ESHUTDOWN");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 4, "tail moved after CLOSED");
+  return NULL;
+}
+
+/* ---- multi_producer_sum ---- */
+enum { PRODUCERS = 8, PER_PRODUCER = 200000, MP_CAPACITY = 1024, SEQ_BITS = 24 };
+
+struct mp_producer {
+  lanepool__ring *r;
+  uint64_t id;
+  const char *err;
+};
+
+struct mp_consumer {
+  lanepool__ring *r;
+  uint64_t count[PRODUCERS], sum[PRODUCERS], next[PRODUCERS];
+  const char *err;
+};
+
+static void *mp_produce(void *arg) {
+  struct mp_producer *p = arg;
+  for (uint64_t s = 0; s < PER_PRODUCER; s++) {
+    int rc;
+    while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), false)) == EAGAIN)
+      sched_yield();
+    if (rc != 0) {
+      p->err = "push returned neither 0 nor EAGAIN";
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static void *mp_consume(void *arg) {
+  struct mp_consumer *c = arg;
+  const uint64_t total = (uint64_t)PRODUCERS * PER_PRODUCER;
+  uint64_t received = 0;
+  uint64_t deadline = now_ns() + UINT64_C(120) * 1000000000u;
+  lanepool__ring_task t;
+  while (received < total) {
+    if (!lanepool__ring_pop(c->r, &t)) {
+      if (now_ns() > deadline) {
+        c->err = "consumer timed out (items lost?)";
+        return NULL;
+      }
+      sched_yield();
+      continue;
+    }
+    /* On a bad item, note it and keep draining so no producer is left spinning. */
+    uint64_t v = from_ctx(t.ctx), id = v >> SEQ_BITS, s = v & ((UINT64_C(1) << SEQ_BITS) - 1);
+    received++;
+    if (t.fn != task_fn || id >= PRODUCERS) {
+      if (c->err == NULL) c->err = "popped a task no producer pushed";
+      continue;
+    }
+    if (s != c->next[id] && c->err == NULL)
+      c->err = "per-producer order broken (lost, duplicated or reordered item)";
+    c->next[id] = s + 1;
+    c->count[id]++;
+    c->sum[id] += s;
+  }
+  if (lanepool__ring_pop(c->r, &t)) c->err = "an extra item after all were received";
+  return NULL;
+}
+
+static const char *multi_producer_sum_body(lanepool__ring *r) {
+  static struct mp_producer prod[PRODUCERS];
+  static struct mp_consumer cons;
+  memset(&cons, 0, sizeof cons);
+  cons.r = r;
+  pthread_t ct, pt[PRODUCERS];
+  REQUIRE(pthread_create(&ct, NULL, mp_consume, &cons) == 0, "pthread_create (consumer) failed");
+  int started = 0;
+  for (; started < PRODUCERS; started++) {
+    prod[started] = (struct mp_producer){.r = r, .id = (uint64_t)started, .err = NULL};
+    if (pthread_create(&pt[started], NULL, mp_produce, &prod[started]) != 0) break;
+  }
+  for (int i = 0; i < started; i++) pthread_join(pt[i], NULL);
+  pthread_join(ct, NULL); /* if a producer did not start, the consumer times out */
+  REQUIRE(started == PRODUCERS, "pthread_create (producer) failed");
+  for (int i = 0; i < PRODUCERS; i++) REQUIRE(prod[i].err == NULL, prod[i].err);
+  REQUIRE(cons.err == NULL, cons.err);
+  const uint64_t want_sum = (uint64_t)PER_PRODUCER * (PER_PRODUCER - 1) / 2;
+  for (int i = 0; i < PRODUCERS; i++) {
+    REQUIRE(cons.count[i] == PER_PRODUCER, "a producer's item count is wrong");
+    REQUIRE(cons.sum[i] == want_sum, "a producer's sequence sum is wrong");
+  }
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == (uint64_t)PRODUCERS * PER_PRODUCER,
+          "tail is not the total push count");
+  REQUIRE(lanepool__ring_depth(r) == 0, "depth not 0 at the end");
+  return NULL;
+}
+
+/* ---- claimed_cell_is_waited_for ---- */
+struct late_publisher {
+  lanepool__slot *slot;
+  uint64_t pos;
+  _Atomic int published; /* set just before the publishing store */
+};
+
+static void *late_publish(void *arg) {
+  struct late_publisher *lp = arg;
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  lp->slot->fn = task_fn;
+  lp->slot->ctx = as_ctx(0xC0FFEE);
+  atomic_store_explicit(&lp->published, 1, memory_order_relaxed);
+  atomic_store_explicit(&lp->slot->seq, lp->pos + 1, memory_order_release);
+  return NULL;
+}
+
+static const char *claimed_cell_is_waited_for_body(lanepool__ring *r) {
+  /* Move the ring off position 0 so the claimed cell is mid-ring. */
+  for (uint64_t i = 0; i < 2; i++)
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "setup push failed");
+  REQUIRE(pop_is(r, 0) && pop_is(r, 1), "setup pops failed");
+  /* A producer preempted between its tail CAS and its publish, by hand. */
+  uint64_t pos = lanepool__ring_tail(r, memory_order_seq_cst);
+  uint64_t expect = pos;
+  REQUIRE(atomic_compare_exchange_strong(&r->tail, &expect, pos + 1), "manual claim CAS failed");
+  REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == pos + 1, "close did not count the claim");
+  lanepool__ring_task t;
+  REQUIRE(!lanepool__ring_pop(r, &t), "pop returned an unpublished cell");
+  static struct late_publisher lp;
+  lp.slot = &r->slots[pos & r->mask];
+  lp.pos = pos;
+  atomic_init(&lp.published, 0);
+  pthread_t th;
+  uint64_t start = now_ns();
+  REQUIRE(pthread_create(&th, NULL, late_publish, &lp) == 0, "pthread_create failed");
+  lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
+  uint64_t waited = now_ns() - start;
+  int published = atomic_load_explicit(&lp.published, memory_order_relaxed);
+  void *ctx = slot->ctx;
+  lanepool__ring_fn fn = slot->fn;
+  pthread_join(th, NULL);
+  REQUIRE(published, "wait_cell returned before the publish");
+  REQUIRE(waited >= UINT64_C(15) * 1000000u, "wait_cell returned well under the 20 ms delay");
+  REQUIRE(slot == lp.slot, "wait_cell returned the wrong cell");
+  REQUIRE(fn == task_fn && from_ctx(ctx) == 0xC0FFEE, "wait_cell's cell has the wrong task");
+  REQUIRE(pop_is(r, 0xC0FFEE), "the published cell does not pop");
+  REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == pos + 1, "tail moved after CLOSED");
+  return NULL;
+}
+
+static void run(const char *name, uint64_t capacity, const char *(*body)(lanepool__ring *)) {
+  lanepool__ring *r = ring_new(capacity);
+  report(name, r == NULL ? "out of memory" : body(r));
+  ring_free(r);
+}
+
+int main(void) {
+  run("capacity_then_eagain", 8, capacity_then_eagain_body);
+  run("fifo_across_wraps", 4, fifo_across_wraps_body);
+  run("closed_refuses", 8, closed_refuses_body);
+  run("own_only_admits_own", 8, own_only_admits_own_body);
+  run("multi_producer_sum", MP_CAPACITY, multi_producer_sum_body);
+  run("claimed_cell_is_waited_for", 8, claimed_cell_is_waited_for_body);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed > 0;
+}
