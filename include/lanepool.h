@@ -5,8 +5,15 @@
  * the tasks of one FIFO ring, one at a time, in submission order.
  *
  * fork(): a pool's threads exist only in the process that created it. In a child,
- * every call on such a pool returns EOWNERDEAD (nothing blocks, nothing is freed);
- * the child may create new pools, and lanepool_default() gives it a new default pool.
+ * every call on such a pool or its lanes returns EOWNERDEAD without taking any lock
+ * (nothing blocks, nothing is freed); the child may create new pools, and
+ * lanepool_default() gives it a new default pool. A task that calls fork() gets a
+ * child that is a copy of the lane thread alone: when that task returns in the child,
+ * the child writes one line to stderr and _exit(0)s; it never runs the lane's queue.
+ *
+ * A task that ends its own thread (pthread_exit, or cancellation at a cancellation
+ * point) counts as run; the lane starts a successor thread that runs the rest of its
+ * queue (its thread id changes; it applies the band's policy and placement again).
  *
  * Conventions, for every function below:
  *  - The return value is 0 on success or a positive errno value. errno itself is
@@ -62,8 +69,13 @@ typedef void (*lanepool_fn)(void *ctx);
 
 /**
  * Receives each task that a cancelling shutdown removed from a ring without running
- * it, so that its owner can release `ctx`. Called on the thread that called
- * lanepool_shutdown(), after every lane has exited, lane by lane in FIFO order.
+ * it, and each pending timer's task, so that its owner can release `ctx`. Called on
+ * the thread that drives the shutdown (the one whose lanepool_shutdown call started
+ * it; for a cancel that escalated a drain, the draining caller's thread), after every
+ * lane and the timer thread have exited: lane by lane in FIFO order, then timers in
+ * deadline order. No library lock is held: the callback may submit to other pools; a
+ * lanepool_shutdown() of this pool from it returns EALREADY at once, a
+ * lanepool_destroy() EDEADLK.
  */
 typedef void (*lanepool_discard_fn)(lanepool_fn fn, void *ctx, void *discard_arg);
 
@@ -188,7 +200,9 @@ typedef enum lanepool_log_level {
 
 /** Receives LanePool's rare log lines (never on the hot path): the priority settings
  *  the kernel refused, once per pool, on the creating thread during lanepool_create;
- *  stalled lanes, on the pool's timer thread. */
+ *  stalled lanes, on the pool's timer thread, with no library lock held. The timer
+ *  thread is one of the pool's threads: lanepool_shutdown / lanepool_destroy of the
+ *  pool from the callback return EDEADLK. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);
 
 /** Pool configuration. Always initialise with lanepool_config_init(). */
@@ -283,23 +297,35 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
 int lanepool_default(lanepool_t **out);
 
 typedef enum lanepool_shutdown_mode {
-  /** Stop intake, run every task already accepted, join the lanes. */
+  /** A graceful shutdown. Outside submits are refused (ESHUTDOWN) from the moment it
+   *  starts; submits from the pool's own lanes (work that its tasks fan out, timers
+   *  they set) and continuations (LANEPOOL_SUBMIT_CONTINUATION) are still accepted
+   *  and are part of the drain. It ends when nothing is queued, running or pending
+   *  (timers included): then intake closes for good and every thread is joined. A
+   *  pool whose tasks keep resubmitting themselves never finishes draining: cancel it
+   *  (a CANCEL call escalates a drain under way). */
   LANEPOOL_SHUTDOWN_DRAIN = 0,
-  /** Stop intake, let each lane finish its current task, join the lanes, then hand
-   *  every task still queued to the discard callback. */
+  /** Stop intake everywhere (own lanes too), let each lane finish its current task,
+   *  answer every queued lanepool_lane_sync with ECANCELED, join every thread, then
+   *  hand every task still queued and every pending timer to the discard callback. */
   LANEPOOL_SHUTDOWN_CANCEL = 1,
 } lanepool_shutdown_mode_t;
 
 /**
- * Stops a pool: from the moment it starts, submits return ESHUTDOWN. Blocks until
- * every lane thread has been joined. Timers: DRAIN first waits for every pending
- * timer to fire (cancel them first if you do not want to wait); CANCEL hands pending
- * timers' tasks to `discard` along with the queued ones. The pool's memory stays valid (info and submit
- * calls keep working, submits return ESHUTDOWN) until lanepool_destroy().
- * While draining, tasks cannot submit new tasks to this pool (they get ESHUTDOWN).
+ * Stops a pool (see lanepool_shutdown_mode_t for DRAIN and CANCEL). Blocks until
+ * every lane thread and the timer thread have been joined. Timers: DRAIN waits for
+ * every pending timer to fire (cancel them first if you do not want to wait); CANCEL
+ * hands pending timers' tasks to `discard` along with the queued ones. The pool's
+ * memory stays valid (info and submit calls keep working, submits return ESHUTDOWN)
+ * until lanepool_destroy(). docs/architecture.md draws the state machine.
  * Returns 0; EINVAL (NULL pool, bad mode, CANCEL with NULL discard); EPERM (the
- * default pool); EDEADLK (called from one of this pool's lanes); EALREADY (a
- * shutdown already happened or is under way; this call waits for it to finish).
+ * default pool); EDEADLK (called from one of this pool's threads: a lane, or the
+ * timer thread, where the log callback runs); EOWNERDEAD (a pre-fork pool);
+ * EALREADY (a shutdown already happened or is under way: this call waits for it to
+ * finish, except from that shutdown's own discard callback, where it returns at once).
+ * A CANCEL called while a DRAIN is under way escalates it: the drain stops waiting,
+ * the queued tasks go to this call's `discard` (called on the draining thread), and
+ * both calls return once everything is joined; this call returns 0.
  */
 int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
                       lanepool_discard_fn discard, void *discard_arg);
@@ -307,8 +333,9 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
 /**
  * Shuts the pool down with DRAIN if that has not happened yet, then frees it.
  * Returns 0; EINVAL (NULL, or not a live pool: never created or already destroyed;
- * nothing is touched); EPERM (the default pool); EDEADLK (called from one of this
- * pool's lanes; the pool is left as it was).
+ * nothing is touched); EPERM (the default pool); EOWNERDEAD (a pre-fork pool);
+ * EDEADLK (called from one of this pool's threads, or from its discard callback; the
+ * pool is left as it was). If another thread's shutdown is under way, waits for it.
  * A pointer freed and then reused by a new pool is live again: do not destroy twice.
  */
 int lanepool_destroy(lanepool_t *pool);
@@ -360,7 +387,8 @@ int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, 
  * As lanepool_lane_async, but when the lane is full (hard capacity) waits up to
  * `timeout_ns` for room, polling with a backoff from 1 us to 1 ms. Returns 0;
  * ETIMEDOUT (not accepted; the caller keeps ctx); and lanepool_lane_async's errors.
- * Without hard capacity it never waits. Blocks at most about timeout_ns + 1 ms.
+ * Without hard capacity it never waits. Blocks at most about timeout_ns + 1 ms; the
+ * deadline saturates, so UINT64_MAX waits for room (or a shutdown) without end.
  */
 int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
                              uint64_t timeout_ns);
@@ -381,7 +409,11 @@ int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, v
  * finish. Returns 0 once it ran; EINVAL; ESHUTDOWN (not run); EAGAIN (hard capacity
  * full, not run); EDEADLK (called from this very lane: it would wait for itself);
  * ECANCELED (a cancelling shutdown removed it before it ran; the discard callback
- * is not called for it). Blocks until the task has run or been cancelled.
+ * is not called for it). Blocks until the task has run or been cancelled. A cancel
+ * answers a queued sync as soon as the lane finishes the task it runs, so a task of
+ * another lane waiting here returns and its lane can be joined. (Two lanes whose
+ * tasks sync onto each other deadlock, with or without a shutdown, as dispatch_sync
+ * does.)
  */
 int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
@@ -412,10 +444,14 @@ int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline
 
 /**
  * Cancels a pending timer. Returns 0 if it was cancelled before firing: its task
- * will never run and the caller owns `ctx` again (*ctx_out receives it if not NULL);
- * EALREADY if it has fired already (the task is queued or has run); EINVAL for a NULL
- * pool or an id this pool never issued. Lifetime note: shutdown(DRAIN) waits for every
- * pending timer to fire; shutdown(CANCEL) hands pending timers to the discard callback.
+ * will never run and the caller owns `ctx` again (*ctx_out receives it if not NULL).
+ * A due timer that waits for room in a full hard-capacity lane has not fired: it can
+ * still be cancelled. EALREADY if it has fired (its task is queued in its lane, so a
+ * task submitted to that lane after this answer runs after it; or it has run) or a
+ * cancelling shutdown took it (to the discard callback); EINVAL for a NULL pool or an
+ * id this pool never issued; EOWNERDEAD (a pre-fork pool). Lifetime note:
+ * shutdown(DRAIN) waits for every pending timer to fire; shutdown(CANCEL) hands
+ * pending timers to the discard callback.
  */
 int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out);
 

@@ -29,9 +29,13 @@
  * only high). A task's own submits are ordered before its finish (release store of
  * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
  * task runs, so no own-lane submit can follow; then intake CLOSES and every thread
- * is joined. Lanes that go idle while the pool drains bump `drain_events` (after a
- * seq_cst fence that pairs with the one after the driver's state change), so the
- * driver sleeps between scans and never misses the last finish.
+ * is joined. Every change that can complete the balance bumps `drain_events` (after a
+ * seq_cst fence that pairs with the one after the driver's state change): a lane that
+ * goes idle, the timer thread after each fire (its `done` count moves after the lane
+ * accepted the task, and the lane may already have run it and gone idle), a timer
+ * cancel. So the driver sleeps between scans and never misses the last change. (The
+ * seeded interleaving test found the timer case: a timer thread preempted between
+ * its push and its count left the driver asleep with the books balanced.)
  *
  * CANCEL. Intake CLOSES everywhere first (timers: the pending ones are taken out of
  * the heap; rings: CLOSED bit, after which the tail is final; overflow lists), then

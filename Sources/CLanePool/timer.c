@@ -107,8 +107,12 @@ static int fire_top_locked(lanepool_t *pool) {
   int rc = lanepool__lane_push(lane, e->fn, e->ctx, true);
   if (rc == 0) {
     heap_remove(t, 0);
-    /* release: pairs with the drain scan's acquire; after the lane's accept. */
+    /* release: pairs with the drain scan's acquire. After the lane's accept, never
+     * before: a scan must never see the timer gone and its task not yet accepted. */
     atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
+    /* This increment can be the last change a draining driver waits for (the lane may
+     * have run the task and gone idle before it): say so, as an idle lane does. */
+    lanepool__drain_idle(pool);
   }
   return rc;
 }
