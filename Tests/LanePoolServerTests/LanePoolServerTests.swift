@@ -122,8 +122,13 @@ struct LanePoolServerTests {
     for lane in pool.lanes(for: .userInitiated) { try lane.sync {} }
     collector.sample()
     let dims = [("pool", "svc4"), ("qos", "userInitiated")]
-    // 1,000 tasks plus the two syncs, counted once.
-    #expect(waitUntil { (try? metrics.expectCounter("lanepool_tasks_executed_total", dims).totalValue) ?? 0 >= 1_002 })
+    // 1,000 tasks plus the two syncs, counted once. A lane counts a task after it
+    // returns, and a sync's caller may wake (and sample) before that: sample again
+    // until the count is in.
+    #expect(waitUntil {
+      collector.sample()
+      return (try? metrics.expectCounter("lanepool_tasks_executed_total", dims).totalValue) ?? 0 >= 1_002
+    })
     collector.sample()  // the probes of the first pass have run by now
     let wait = try metrics.expectTimer("lanepool_queue_wait", dims)
     #expect(waitUntil { wait.values.count >= 2 })
