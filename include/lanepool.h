@@ -221,7 +221,8 @@ typedef struct lanepool_config {
    *  keeps FIFO order and grows as needed, so submission never blocks.
    *  1: the ring capacity is a hard limit; a submit to a full lane returns EAGAIN. */
   int hard_capacity;
-  /** Stack size of lane threads in bytes; 0 for the pthread default. */
+  /** Stack size of lane threads in bytes: 0 for the pthread default, or at least
+   *  16384 (PTHREAD_STACK_MIN); smaller is EINVAL. */
   size_t stack_size;
   /** Spin budget in nanoseconds per band (index: lanepool_band_index()) before an
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
@@ -267,7 +268,7 @@ int lanepool_config_init(lanepool_config_t *cfg);
  * (NULL cfg, or a bad setting); ENOTSUP (NUMA placement without libnuma support and
  * no injected topology). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
- * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime",
+ * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime", "stack_size",
  * "stall_threshold_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
  * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or

@@ -101,9 +101,8 @@ public final class LanePool: @unchecked Sendable {
     if let r = c.ringCapacity, r <= 0 {
       throw .invalidArgument("ringCapacity = \(r) is not accepted (nil means the default)")
     }
-    if let s = c.stackSize, s < 16384 {
-      // lanepool_config_check does not cover stack_size; pthread needs PTHREAD_STACK_MIN.
-      throw .invalidArgument("stackSize must be at least 16384 bytes, got \(s)")
+    if let s = c.stackSize, s <= 0 {  // size_t in C: a negative value would wrap
+      throw .invalidArgument("stackSize = \(s) is not accepted (nil means the default)")
     }
     if let t = c.stallThreshold, t.nanosecondsClamped == 0 {
       throw .invalidArgument("stallThreshold = \(t) is not accepted (nil turns the stall detector off)")
@@ -398,7 +397,8 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
   case "hard_capacity": return "hardCapacity is not accepted"
   case "allow_realtime": return "allowRealtime is not accepted"
   case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"
-  case "stack_size": return "stackSize = \(c.stackSize.map(String.init) ?? "nil") is not accepted"
+  case "stack_size":
+    return "stackSize must be at least 16384 bytes (PTHREAD_STACK_MIN), got \(c.stackSize.map(String.init) ?? "nil")"
   case "placement": return "placement = .\(c.placement) is not accepted"
   case "cpus":
     var list: [Int] = []

@@ -351,6 +351,8 @@ struct LifecycleSwiftTests {
     #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 1000) }.contains("ringCapacity"))
     #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 0) }.contains("ringCapacity"))
     #expect(message { () throws(LanePoolError) in try LanePool(name: "") }.contains("name"))
+    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, stackSize: 4096) }.contains("stackSize"))
+    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, stackSize: -1) }.contains("stackSize"))
     #expect(message { () throws(LanePoolError) in try LanePool(name: "a\u{0}b") }.contains("name"))
     var nice = BandPolicy.default(for: .utility)
     nice.nice = 40

@@ -626,6 +626,10 @@ static void test_config_check_names_the_field(void) {
     lanepool_t *p = NULL;
     CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
   }
+  lanepool_config_init(&cfg);
+  cfg.stack_size = 4096;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "stack_size") == 0);
   CHECK_RC(lanepool_config_check(NULL, &field), EINVAL);
 }
 
