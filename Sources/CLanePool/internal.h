@@ -171,11 +171,9 @@ struct lanepool {
   uint32_t allowed_count;
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
-  /* [atomic: release store by the driver after every lane is CLOSED; acquire by each
-   * lane between tasks] */
-  alignas(LANEPOOL__CACHE_LINE) _Atomic int cancel;
-  /* LANEPOOL__RUNNING...JOINED. [atomic: seq_cst CAS; futex word for waiters] */
-  _Atomic uint32_t state;
+  /* LANEPOOL__RUNNING...JOINED. [atomic: seq_cst CAS; futex word for waiters;
+   * acquire load by each lane between tasks (CANCELLING: start no more tasks)] */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t state;
   /* A cancel that escalates a drain leaves its discard callback here for the driver.
    * [written by the one thread whose CAS took DRAINING -> ESCALATING, before its
    * release store of CANCELLING; read by the driver after its acquire load of it] */

@@ -328,7 +328,8 @@ static void park(lanepool_lane_t *lane) {
 static void sync_trampoline(void *arg);
 static void sync_discard(void *arg);
 
-/* Cancel: intake is CLOSED everywhere (set before `cancel`), so the claims are final.
+/* Cancel: the driver closes intake everywhere right after the pool became CANCELLING;
+ * wait for this ring's CLOSED bit, after which the claims are final.
  * Every `sync` still queued is answered ECANCELED now, by the lane itself, so that a
  * task of another lane waiting on it returns and that lane can be joined; its cell is
  * marked (fn NULL) so the discard pass skips it. Everything else stays queued for the
@@ -338,7 +339,7 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   lanepool__ring *r = &lane->ring;
   uint64_t t;
   while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
-    sched_yield(); /* not reached: the driver closes every lane before it sets cancel */
+    sched_yield(); /* the driver is closing the lanes one by one: a short wait */
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
   for (uint64_t pos = r->head; pos < end; pos++) {
     lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
@@ -379,8 +380,10 @@ static void lane_loop(lanepool_lane_t *lane) {
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
   uint64_t busy_since = 0;
   for (;;) {
-    /* acquire: pairs with the driver's release store of cancel, after CLOSED. */
-    if (atomic_load_explicit(&pool->cancel, memory_order_acquire)) {
+    /* acquire: pairs with the CAS (or the escalation's release store) that made the
+     * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
+     * start another task. */
+    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING) {
       cancel_queued_syncs(lane);
       break;
     }

@@ -37,10 +37,12 @@
  * seeded interleaving test found the timer case: a timer thread preempted between
  * its push and its count left the driver asleep with the books balanced.)
  *
- * CANCEL. Intake CLOSES everywhere first (timers: the pending ones are taken out of
- * the heap; rings: CLOSED bit, after which the tail is final; overflow lists), then
- * `cancel` is stored (release) and every lane woken. Each lane finishes the task it
- * runs, answers every queued `sync` with ECANCELED itself (so a task of another lane
+ * CANCEL. From the CAS (or escalation store) that makes the pool CANCELLING, no lane
+ * starts another task: each checks the state between tasks (acquire). The driver then
+ * CLOSES intake everywhere (timers: the pending ones are taken out of the heap; rings:
+ * CLOSED bit, after which the tail is final; overflow lists) and wakes parked lanes.
+ * Each lane finishes the task it runs, waits for its CLOSED bit, answers every queued
+ * `sync` with ECANCELED itself (so a task of another lane
  * waiting on it returns and that lane can exit), and exits. Only then are the timer
  * thread and the lanes joined, and every task still queued (ring cells claimed but
  * unpublished are waited for, never skipped) and every pending timer is handed to
@@ -167,10 +169,9 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   lanepool__timer_entry *timers;
   size_t timer_count;
   lanepool__timers_stop(pool, &timers, &timer_count);
-  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
-  /* release: pairs with each lane's acquire; every lane is CLOSED before. */
-  atomic_store_explicit(&pool->cancel, 1, memory_order_release);
-  for (uint32_t i = 0; i < lane_count(pool); i++) lanepool__lane_wake(pool->lanes[i]);
+  /* Lanes already stop starting tasks (they check for CANCELLING between tasks); each
+   * waits for its CLOSED bit, set here, before it answers its queued syncs. */
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);

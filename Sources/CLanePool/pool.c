@@ -163,7 +163,6 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->stall_threshold_ns = cfg->stall_threshold_ns;
   pool->log = cfg->log;
   pool->log_arg = cfg->log_arg;
-  atomic_init(&pool->cancel, 0);
   atomic_init(&pool->state, LANEPOOL__RUNNING);
   atomic_init(&pool->drain_events, 0);
   atomic_init(&pool->started, 0);

@@ -208,6 +208,49 @@ static void test_cancel_discards_every_claimed_cell(void) {
   CHECK(all);
 }
 
+/* Once anyone has seen the pool shut down by a cancel, no queued task starts. */
+static void *cancel_thread(void *arg) {
+  lanepool_t **p = arg;
+  if (lanepool_shutdown(*p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL)) abort();
+  return NULL;
+}
+
+static atomic_int gate, in_gate;
+static void wait_gate(void *ctx);
+static void enter_gate(void *ctx) { /* spins: the lane leaves the task at once */
+  (void)ctx;
+  atomic_store(&in_gate, 1);
+  while (!atomic_load(&gate)) sched_yield();
+}
+
+static void test_cancel_seen_means_no_task_starts(void) {
+  begin("cancel_seen_means_no_task_starts", 60);
+  lanepool__inject_configure(11, 300); /* widen every window of the cancel path */
+  for (int round = 0; round < 20; round++) {
+    reset_counts();
+    atomic_store(&gate, 0);
+    lanepool_t *p = make_pool("seen", 1, 64, 0);
+    lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_BACKGROUND, 0);
+    atomic_store(&in_gate, 0);
+    CHECK_RC(lanepool_lane_async(l, enter_gate, NULL), 0);
+    for (int i = 0; i < 100; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+    while (!atomic_load(&in_gate)) sched_yield(); /* the lane runs the gate task */
+    pthread_t t;
+    lanepool_t *arg = p;
+    pthread_create(&t, NULL, cancel_thread, &arg);
+    lanepool_info_t info;
+    do {
+      lanepool_info(p, &info);
+    } while (!info.shut_down);
+    atomic_store(&gate, 1); /* the running task ends; nothing behind it may start */
+    pthread_join(t, NULL);
+    CHECK(atomic_load(&ran) == 0);
+    CHECK(atomic_load(&discarded) == 100);
+    CHECK_RC(lanepool_destroy(p), 0);
+  }
+  lanepool__inject_configure(0, 0);
+}
+
 /* ================================================================================
  * Case 2: cancel with a task of lane A waiting in sync on lane B of the same pool.
  * ================================================================================ */
@@ -250,7 +293,6 @@ static void test_cancel_releases_cross_lane_sync(void) {
  * Case 3 and 8: timers on a full hard-capacity lane.
  * ================================================================================ */
 
-static atomic_int gate;
 static void wait_gate(void *ctx) {
   (void)ctx;
   while (!atomic_load(&gate)) sleep_ms(1);
@@ -949,6 +991,7 @@ int main(int argc, char **argv) {
   } tests[] = {
 #define T(f) {#f, f}
       T(test_cancel_discards_every_claimed_cell),
+      T(test_cancel_seen_means_no_task_starts),
       T(test_cancel_releases_cross_lane_sync),
       T(test_cancel_with_due_timer_on_full_lane),
       T(test_due_timer_on_full_lane_is_cancellable),
