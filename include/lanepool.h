@@ -32,9 +32,37 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/** The library's version; lanepool_version() returns the run-time library's. */
+#define LANEPOOL_VERSION_MAJOR 0
+#define LANEPOOL_VERSION_MINOR 3
+#define LANEPOOL_VERSION_PATCH 0
+/** The version as one integer, major * 10000 + minor * 100 + patch (0.3.0 is 300), for
+ *  `#if LANEPOOL_VERSION >= ...`. */
+#define LANEPOOL_VERSION \
+  (LANEPOOL_VERSION_MAJOR * 10000 + LANEPOOL_VERSION_MINOR * 100 + LANEPOOL_VERSION_PATCH)
+#define LANEPOOL_STRINGIFY_(x) #x
+#define LANEPOOL_XSTRINGIFY_(x) LANEPOOL_STRINGIFY_(x)
+/** The version as a string, "0.3.0". */
+#define LANEPOOL_VERSION_STRING                      \
+  LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MAJOR)       \
+  "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MINOR)   \
+  "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_PATCH)
+
+/** Marks the public API: the only symbols a shared build of the library exports (it is
+ *  compiled with -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LANEPOOL_API __attribute__((visibility("default")))
+#else
+#define LANEPOOL_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** The library's version string, "MAJOR.MINOR.PATCH" (LANEPOOL_VERSION_STRING of the
+ *  library that is linked, which may be newer than the header a caller was built with). */
+LANEPOOL_API const char *lanepool_version(void);
 
 /** QoS classes, with the raw values of Apple's qos_class_t. */
 typedef enum lanepool_qos {
@@ -125,10 +153,10 @@ typedef struct lanepool_band_policy {
 } lanepool_band_policy_t;
 
 /** The priority class of a QoS (the seeds' table). 0 or EINVAL. */
-int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out);
+LANEPOOL_API int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out);
 
 /** LanePool's default OS policy for a QoS (docs/priorities.md). 0 or EINVAL. */
-int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out);
+LANEPOOL_API int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out);
 
 /* ---- placement ---------------------------------------------------------------- */
 
@@ -177,19 +205,20 @@ typedef struct lanepool_lane_placement {
  * Returns 0; EINVAL (bad placement, NULL out, count < lanes_per_band, a CPU list
  * entry outside the allowed set, a topology with no allowed CPU); ENOTSUP.
  */
-int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_band,
-                            const int *cpus, uint32_t cpu_count,
-                            const lanepool_topology_t *topology, const int *allowed,
-                            uint32_t allowed_count, lanepool_lane_placement_t *out,
-                            uint32_t out_count);
+LANEPOOL_API int lanepool_plan_placement(lanepool_placement_t placement,
+                                         uint32_t lanes_per_band, const int *cpus,
+                                         uint32_t cpu_count,
+                                         const lanepool_topology_t *topology,
+                                         const int *allowed, uint32_t allowed_count,
+                                         lanepool_lane_placement_t *out, uint32_t out_count);
 
 /** The calling thread's allowed CPUs (sched_getaffinity), ascending: up to `max` of
  *  them in `out`, their total in *count. 0, EINVAL (NULL out or count), or the errno
  *  of sched_getaffinity. */
-int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count);
+LANEPOOL_API int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count);
 
 /** 1 if this build has libnuma support and numa_available() says yes, else 0. */
-int lanepool_numa_supported(void);
+LANEPOOL_API int lanepool_numa_supported(void);
 
 /* ---- logging ------------------------------------------------------------------ */
 
@@ -260,7 +289,7 @@ typedef struct lanepool_config {
 } lanepool_config_t;
 
 /** Fills `cfg` with defaults. Returns EINVAL if cfg is NULL. */
-int lanepool_config_init(lanepool_config_t *cfg);
+LANEPOOL_API int lanepool_config_init(lanepool_config_t *cfg);
 
 /**
  * Checks a configuration without creating anything: the same checks, in the same
@@ -274,7 +303,7 @@ int lanepool_config_init(lanepool_config_t *cfg);
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
  * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
  */
-int lanepool_config_check(const lanepool_config_t *cfg, const char **field);
+LANEPOOL_API int lanepool_config_check(const lanepool_config_t *cfg, const char **field);
 
 /**
  * Creates a pool and starts its 5 x lanes_per_band lane threads. Returns once every
@@ -288,14 +317,14 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field);
  * (docs/priorities.md), records the refusal in its info, and the pool logs one
  * summary line through cfg->log.
  */
-int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
+LANEPOOL_API int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
 
 /**
  * The process-wide default pool, created on first call (one lane per allowed CPU,
  * name "lanepool") and never torn down. Returns 0, EINVAL (NULL out) or the error
  * of its creation (a later call tries again).
  */
-int lanepool_default(lanepool_t **out);
+LANEPOOL_API int lanepool_default(lanepool_t **out);
 
 typedef enum lanepool_shutdown_mode {
   /** A graceful shutdown. Outside submits are refused (ESHUTDOWN) from the moment it
@@ -328,8 +357,8 @@ typedef enum lanepool_shutdown_mode {
  * the queued tasks go to this call's `discard` (called on the draining thread), and
  * both calls return once everything is joined; this call returns 0.
  */
-int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
-                      lanepool_discard_fn discard, void *discard_arg);
+LANEPOOL_API int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
+                                   lanepool_discard_fn discard, void *discard_arg);
 
 /**
  * Shuts the pool down with DRAIN if that has not happened yet, then frees it.
@@ -339,29 +368,30 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
  * pool is left as it was). If another thread's shutdown is under way, waits for it.
  * A pointer freed and then reused by a new pool is live again: do not destroy twice.
  */
-int lanepool_destroy(lanepool_t *pool);
+LANEPOOL_API int lanepool_destroy(lanepool_t *pool);
 
 /* ---- Picking lanes ---------------------------------------------------------- */
 
 /** Band index 0...4 of a QoS (userInteractive 0 ... background 4), or -1 if unknown. */
-int lanepool_band_index(lanepool_qos_t qos);
+LANEPOOL_API int lanepool_band_index(lanepool_qos_t qos);
 
 /** The next lane of the band, round-robin (YYDispatchQueueGetForQOS). Returns 0 or
  *  EINVAL (NULL pool/out, unknown qos). Lock-free; one atomic add. */
-int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
+LANEPOOL_API int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos,
+                                    lanepool_lane_t **out);
 
 /** Lane `index` (0-based) of the band. EINVAL for a bad argument or index. */
-int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
-                      lanepool_lane_t **out);
+LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
+                                   lanepool_lane_t **out);
 
 /** The lane a key maps to: the same key always gives the same lane of a band, so
  *  tasks submitted with one key run in order. EINVAL for a bad argument. */
-int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
-                          lanepool_lane_t **out);
+LANEPOOL_API int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
+                                       lanepool_lane_t **out);
 
 /** The lane the calling thread is running a task on. 0, EINVAL (NULL out) or ESRCH
  *  (the caller is not a lane thread). */
-int lanepool_current_lane(lanepool_lane_t **out);
+LANEPOOL_API int lanepool_current_lane(lanepool_lane_t **out);
 
 /* ---- Submitting ------------------------------------------------------------- */
 
@@ -371,7 +401,7 @@ int lanepool_current_lane(lanepool_lane_t **out);
  * Returns 0; EINVAL (NULL lane or fn); ESHUTDOWN (the pool is shutting down);
  * EAGAIN (hard capacity and the ring is full).
  */
-int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
 /** Submit flags for lanepool_lane_async_flags / lanepool_async_flags. */
 /** The task continues work the pool already accepted (a Swift executor job, the next
@@ -382,7 +412,8 @@ int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
 /** As lanepool_lane_async, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
  *  an unknown flag. */
-int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
+LANEPOOL_API int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                                           unsigned flags);
 
 /**
  * As lanepool_lane_async, but when the lane is full (hard capacity) waits up to
@@ -391,19 +422,20 @@ int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, 
  * Without hard capacity it never waits. Blocks at most about timeout_ns + 1 ms; the
  * deadline saturates, so UINT64_MAX waits for room (or a shutdown) without end.
  */
-int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
-                             uint64_t timeout_ns);
+LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                                          uint64_t timeout_ns);
 
 /**
  * Band-level submit for unordered work: picks the less loaded of two lanes of the
  * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
  * plus EINVAL for a NULL pool or unknown qos.
  */
-int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
+LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
+                                void *ctx);
 
 /** As lanepool_async, with flags (see lanepool_lane_async_flags). */
-int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
-                         unsigned flags);
+LANEPOOL_API int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
+                                      void *ctx, unsigned flags);
 
 /**
  * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to
@@ -416,7 +448,7 @@ int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, v
  * tasks sync onto each other deadlock, with or without a shutdown, as dispatch_sync
  * does.)
  */
-int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
 /* ---- Timers ------------------------------------------------------------------- */
 
@@ -425,7 +457,7 @@ typedef uint64_t lanepool_timer_t;
 
 /** CLOCK_MONOTONIC now, in nanoseconds: the clock timer deadlines use (the same as
  *  DispatchTime.uptimeNanoseconds on Linux). */
-uint64_t lanepool_now_ns(void);
+LANEPOOL_API uint64_t lanepool_now_ns(void);
 
 /**
  * Submits fn(ctx) to `lane` once CLOCK_MONOTONIC reaches `deadline_ns`: never
@@ -435,13 +467,14 @@ uint64_t lanepool_now_ns(void);
  * Returns 0 (and the id in *out if out is not NULL); EINVAL; ESHUTDOWN; ENOMEM;
  * the error of pthread_create for the first timer.
  */
-int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanepool_fn fn,
-                              void *ctx, lanepool_timer_t *out);
+LANEPOOL_API int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns,
+                                           lanepool_fn fn, void *ctx, lanepool_timer_t *out);
 
 /** As lanepool_lane_async_after, for any lane of a band (picked when it fires, as
  *  lanepool_async picks). */
-int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns,
-                         lanepool_fn fn, void *ctx, lanepool_timer_t *out);
+LANEPOOL_API int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos,
+                                      uint64_t deadline_ns, lanepool_fn fn, void *ctx,
+                                      lanepool_timer_t *out);
 
 /**
  * Cancels a pending timer. Returns 0 if it was cancelled before firing: its task
@@ -454,7 +487,8 @@ int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline
  * shutdown(DRAIN) waits for every pending timer to fire; shutdown(CANCEL) hands
  * pending timers to the discard callback.
  */
-int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out);
+LANEPOOL_API int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer,
+                                       void **ctx_out);
 
 /* ---- Introspection ---------------------------------------------------------- */
 
@@ -494,7 +528,7 @@ typedef struct lanepool_lane_info {
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane. 0 or EINVAL. Counters are read without stopping the lane. */
-int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out);
+LANEPOOL_API int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out);
 
 typedef struct lanepool_info {
   char name[LANEPOOL_MAX_NAME + 1];
@@ -506,19 +540,20 @@ typedef struct lanepool_info {
 } lanepool_info_t;
 
 /** Snapshot of a pool. 0 or EINVAL. */
-int lanepool_info(const lanepool_t *pool, lanepool_info_t *out);
+LANEPOOL_API int lanepool_info(const lanepool_t *pool, lanepool_info_t *out);
 
 /** The pool a lane belongs to. 0 or EINVAL. */
-int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out);
+LANEPOOL_API int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out);
 
 /** A lane's band and index. 0 or EINVAL. Constant for the lane's life; no locking. */
-int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos, uint32_t *index);
+LANEPOOL_API int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qos_t *qos,
+                                        uint32_t *index);
 
 /** One pointer per lane for the embedding layer (the Swift facade keeps its lane
  *  object there). Not used by LanePool itself. Reads and writes are atomic
  *  (acquire/release). 0 or EINVAL. */
-int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata);
-int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out);
+LANEPOOL_API int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata);
+LANEPOOL_API int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out);
 
 #ifdef __cplusplus
 }
