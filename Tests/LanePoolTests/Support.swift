@@ -5,13 +5,25 @@ import Testing
 @testable import LanePool
 
 /// Names of this process's threads (from /proc/self/task/*/comm), one per thread.
+/// Plain open/read: a thread may exit while its file is read, and Foundation's
+/// `String(contentsOfFile:)` leaks its 4 KiB buffer on that error path (LeakSanitizer
+/// saw it in CI, Swift 6.3.1).
 func threadNames() -> [String] {
   let dir = "/proc/self/task"
   guard let tids = try? FileManager.default.contentsOfDirectory(atPath: dir) else { return [] }
-  return tids.compactMap { tid in
-    (try? String(contentsOfFile: "\(dir)/\(tid)/comm", encoding: .utf8))?
-      .trimmingCharacters(in: .whitespacesAndNewlines)
-  }
+  return tids.compactMap { tid in procLine("\(dir)/\(tid)/comm") }
+}
+
+/// The first line of a small /proc file, or nil if it cannot be read (it vanished).
+func procLine(_ path: String) -> String? {
+  let fd = open(path, O_RDONLY)
+  guard fd >= 0 else { return nil }
+  defer { close(fd) }
+  var buffer = [UInt8](repeating: 0, count: 256)
+  let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+  guard n > 0 else { return nil }
+  let text = String(decoding: buffer[0..<n], as: UTF8.self)
+  return text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
 }
 
 func threadCount(prefix: String) -> Int { threadNames().filter { $0.hasPrefix(prefix) }.count }
