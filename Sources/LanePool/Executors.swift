@@ -33,10 +33,21 @@ import Foundation
 /// from a task on that same lane would wait for itself and stops the program with a
 /// message instead.
 extension Lane: SerialExecutor, TaskExecutor {
+  /// Enqueues a job of an actor whose executor is this lane (the serial role). Jobs of
+  /// tasks that prefer the lane (`Task(executorPreference: lane)`) reach the lane's
+  /// task-executor role instead (``asUnownedTaskExecutor()``), a separate object over the
+  /// same thread: each kind then runs as what it is, so the runtime sees an actor's
+  /// hop onto its own lane as no switch at all (no re-enqueue, no overtaking).
   public func enqueue(_ job: consuming ExecutorJob) {
-    let unownedJob = UnownedJob(job)
+    submitJob(UnownedJob(job), serial: true)
+  }
+
+  /// One path for both roles' jobs: continuation submit, wait for room on a full
+  /// hard-capacity lane, and the fallback once the lane no longer takes jobs.
+  func submitJob(_ unownedJob: UnownedJob, serial: Bool) {
+    let trampoline = serial ? serialJobTrampoline : taskJobTrampoline
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
-    var rc = lanepool_lane_async_flags(raw, serialJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
+    var rc = lanepool_lane_async_flags(raw, trampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc == Errno.EAGAIN {
       if isCurrent {
         misuse(
@@ -47,12 +58,14 @@ extension Lane: SerialExecutor, TaskExecutor {
       // (This wait has no continuation flag: while draining it ends in ESHUTDOWN, and
       // the job goes to the fallback.)
       repeat {
-        rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
+        rc = lanepool_lane_async_wait(raw, trampoline, ctx, 1_000_000_000)
       } while rc == Errno.ETIMEDOUT
     }
     if rc != 0 {
       // Shut down (or, in a fork child, never running here): run it on the fallback.
-      core.fallback.refused(.lane(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
+      let item: Fallback.Item =
+        serial ? .laneSerial(unownedJob, self) : .laneTask(unownedJob, self)
+      core.fallback.refused(item, threadsGone: rc == Errno.EOWNERDEAD)
     }
   }
 
@@ -60,8 +73,10 @@ extension Lane: SerialExecutor, TaskExecutor {
     UnownedSerialExecutor(ordinary: self)
   }
 
+  /// The lane's task-executor role: a separate object, so that its jobs are told apart
+  /// from the actor jobs that ``enqueue(_:)`` receives.
   public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-    UnownedTaskExecutor(ordinary: self)
+    taskRole.asUnownedTaskExecutor()
   }
 
   public func isSameExclusiveExecutionContext(other: Lane) -> Bool { self === other }
@@ -79,11 +94,29 @@ extension Lane: SerialExecutor, TaskExecutor {
   private var isIsolating: Bool { isCurrent || core.fallback.isCurrent }
 }
 
-/// Runs a job enqueued on a lane as its serial executor.
+/// The task-executor role of a lane (see ``Lane/asUnownedTaskExecutor()``): jobs of
+/// tasks that prefer the lane, queued on the same C lane with their own trampoline.
+final class LaneTaskExecutor: TaskExecutor, @unchecked Sendable {
+  // @unchecked: `lane` is set once, before the lane is published.
+  unowned(unsafe) var lane: Lane! = nil
+
+  func enqueue(_ job: consuming ExecutorJob) { lane.submitJob(UnownedJob(job), serial: false) }
+
+  func asUnownedTaskExecutor() -> UnownedTaskExecutor { UnownedTaskExecutor(ordinary: self) }
+}
+
+/// Runs an actor's job on its lane, as a serial-executor job: the runtime records the
+/// lane as the current serial executor and no task executor, as it would on a
+/// DispatchSerialQueue.
 let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
   let job = unsafeBitCast(ctx!, to: UnownedJob.self)
-  let lane = Lane.current!
-  job.runSynchronously(isolatedTo: lane.asUnownedSerialExecutor(), taskExecutor: lane.asUnownedTaskExecutor())
+  job.runSynchronously(on: Lane.current!.asUnownedSerialExecutor())
+}
+
+/// Runs the job of a task that prefers a lane, as a task-executor job.
+let taskJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  let job = unsafeBitCast(ctx!, to: UnownedJob.self)
+  job.runSynchronously(on: Lane.current!.asUnownedTaskExecutor())
 }
 
 // MARK: - Tasks on a pool

@@ -19,8 +19,10 @@ import Foundation
 final class Fallback: SerialExecutor, @unchecked Sendable {
   // @unchecked: the mutable state is guarded by `lock`.
   enum Item: Sendable {
-    /// A job enqueued on `Lane` (serial or task executor) that the lane refused.
-    case lane(UnownedJob, Lane)
+    /// An actor's job that its lane refused (the lane's serial role).
+    case laneSerial(UnownedJob, Lane)
+    /// A job of a task preferring a lane, that the lane refused (its task role).
+    case laneTask(UnownedJob, Lane)
     /// A serial job a cancelling shutdown discarded; its lane is not known.
     case discardedJob(UnownedJob)
     /// A closure meant for a lane (a group's notification).
@@ -86,9 +88,10 @@ final class Fallback: SerialExecutor, @unchecked Sendable {
 
   private func run(_ item: Item) {
     switch item {
-    case .lane(let job, let lane):
-      job.runSynchronously(
-        isolatedTo: lane.asUnownedSerialExecutor(), taskExecutor: lane.asUnownedTaskExecutor())
+    case .laneSerial(let job, let lane):
+      job.runSynchronously(on: lane.asUnownedSerialExecutor())
+    case .laneTask(let job, let lane):
+      job.runSynchronously(on: lane.asUnownedTaskExecutor())
     case .discardedJob(let job):
       job.runSynchronously(on: asUnownedSerialExecutor())
     case .work(let work):
