@@ -320,11 +320,41 @@ LANEPOOL_API int lanepool_config_check(const lanepool_config_t *cfg, const char 
 LANEPOOL_API int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out);
 
 /**
- * The process-wide default pool, created on first call (one lane per allowed CPU,
- * name "lanepool") and never torn down. Returns 0, EINVAL (NULL out) or the error
- * of its creation (a later call tries again).
+ * The process-wide default pool, created on first call and never torn down: name
+ * "lanepool", min(allowed CPUs, cgroup CPU quota) lanes per band (at most
+ * LANEPOOL_MAX_LANES_PER_BAND), or as set by lanepool_default_configure() and the
+ * environment (LANEPOOL_DEFAULT_LANES, LANEPOOL_DEFAULT_PLACEMENT, LANEPOOL_DEFAULT_RING;
+ * README). Returns 0, EINVAL (NULL out, or a bad environment value: then no pool is
+ * created and nothing is logged) or the error of its creation (a later call tries
+ * again).
  */
 LANEPOOL_API int lanepool_default(lanepool_t **out);
+
+/**
+ * Configures the default pool before its first use: lanepool_default() then creates it
+ * from a copy of *cfg instead of lanepool_config_init()'s defaults. The name string and
+ * a LANEPOOL_PLACEMENT_CPU_LIST list are copied; log and log_arg are kept as given (log_arg
+ * must outlive the process's use of the default pool). A NUMA `topology` is not
+ * accepted (EINVAL; use LANEPOOL_PLACEMENT_NUMA without one). lanes_per_band =
+ * LANEPOOL_LANES_PER_CPU sizes it as the unconfigured default does: min(allowed CPUs,
+ * CPU quota). A later call before first use replaces the earlier one. The
+ * environment (LANEPOOL_DEFAULT_LANES, LANEPOOL_DEFAULT_PLACEMENT,
+ * LANEPOOL_DEFAULT_RING, README) still overrides what it sets.
+ * Returns 0; EINVAL (NULL cfg, a setting lanepool_config_check refuses, a topology);
+ * ENOTSUP (NUMA without libnuma); ENOMEM; EALREADY (the default pool exists: nothing
+ * changes). Thread-safe.
+ */
+LANEPOOL_API int lanepool_default_configure(const lanepool_config_t *cfg);
+
+/**
+ * The CPU quota of the calling process's cgroup in whole CPUs, rounded up (at least 1):
+ * cgroup v2 cpu.max ("200000 100000" is 2) or v1 cpu.cfs_quota_us / cpu.cfs_period_us,
+ * the smallest over the cgroup and its ancestors, read from /proc/self/cgroup and
+ * /sys/fs/cgroup. The default pool has min(allowed CPUs, this) lanes per band.
+ * Returns 0 with *cpus set; ENOENT (no quota: "max", -1, no cgroup files, or files it
+ * cannot parse); EINVAL (NULL cpus). Reads a few small files; no cache.
+ */
+LANEPOOL_API int lanepool_cpu_quota(uint32_t *cpus);
 
 typedef enum lanepool_shutdown_mode {
   /** A graceful shutdown. Outside submits are refused (ESHUTDOWN) from the moment it
@@ -409,6 +439,11 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  *  accepts submits from its own lanes, so the drain runs it. Without the flag a
  *  draining pool accepts work only from its own lanes. */
 #define LANEPOOL_SUBMIT_CONTINUATION 1u
+/** lanepool_async_flags only: when the caller is a lane of this pool and of this band
+ *  and nothing is queued on it, submit to that lane (no hand-off to another thread:
+ *  the next step of a task stays where its data is warm); otherwise pick as
+ *  lanepool_async does. What the Swift pool executor uses for task jobs. */
+#define LANEPOOL_SUBMIT_LOCAL 2u
 
 /** As lanepool_lane_async, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
  *  an unknown flag. */
@@ -433,7 +468,8 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
 LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
                                 void *ctx);
 
-/** As lanepool_async, with flags (see lanepool_lane_async_flags). */
+/** As lanepool_async, with flags: LANEPOOL_SUBMIT_CONTINUATION, LANEPOOL_SUBMIT_LOCAL.
+ *  EINVAL for an unknown flag. */
 LANEPOOL_API int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
                                       void *ctx, unsigned flags);
 

@@ -286,6 +286,85 @@ void lanepool__forget_default_pool(void) {
   atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
 }
 
+/* lanepool_default_configure's copy (name and CPU list owned here), under default_lock. */
+static lanepool_config_t default_cfg;
+static int default_configured;
+static char *default_name;
+static int *default_cpus;
+
+int lanepool_default_configure(const lanepool_config_t *cfg) {
+  if (!cfg) return EINVAL;
+  int rc = lanepool_config_check(cfg, NULL);
+  if (rc) return rc;
+  if (cfg->topology) return EINVAL;
+  char *name = NULL;
+  int *cpus = NULL;
+  if (cfg->name && !(name = strdup(cfg->name))) return ENOMEM;
+  if (cfg->placement == LANEPOOL_PLACEMENT_CPU_LIST) {
+    cpus = malloc(cfg->cpu_count * sizeof *cpus);
+    if (!cpus) {
+      free(name);
+      return ENOMEM;
+    }
+    memcpy(cpus, cfg->cpus, cfg->cpu_count * sizeof *cpus);
+  }
+  pthread_mutex_lock(&default_lock);
+  if (atomic_load_explicit(&default_pool, memory_order_relaxed)) {
+    pthread_mutex_unlock(&default_lock);
+    free(name);
+    free(cpus);
+    return EALREADY;
+  }
+  free(default_name);
+  free(default_cpus);
+  default_cfg = *cfg;
+  default_name = name;
+  default_cpus = cpus;
+  default_cfg.name = name;
+  default_cfg.cpus = cpus;
+  if (!cpus) default_cfg.cpu_count = 0;
+  default_configured = 1;
+  pthread_mutex_unlock(&default_lock);
+  return 0;
+}
+
+/* A whole decimal number, digits only; 0 with *out, or EINVAL. */
+static int env_number(const char *s, uint64_t max, uint32_t *out) {
+  if (!s[0]) return EINVAL;
+  uint64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return EINVAL;
+    v = v * 10 + (uint64_t)(*s - '0');
+    if (v > max) return EINVAL;
+  }
+  *out = (uint32_t)v;
+  return 0;
+}
+
+/* LANEPOOL_DEFAULT_LANES (1...64), LANEPOOL_DEFAULT_PLACEMENT (none|cores) and
+ * LANEPOOL_DEFAULT_RING (a power of two in the ring range) over cfg. Unset or empty:
+ * no change. 0 or EINVAL (cfg untouched for that variable). */
+static int default_env(lanepool_config_t *cfg) {
+  const char *v;
+  uint32_t n;
+  if ((v = getenv("LANEPOOL_DEFAULT_LANES")) && v[0]) {
+    if (env_number(v, LANEPOOL_MAX_LANES_PER_BAND, &n) || n == 0) return EINVAL;
+    cfg->lanes_per_band = n;
+  }
+  if ((v = getenv("LANEPOOL_DEFAULT_PLACEMENT")) && v[0]) {
+    if (strcmp(v, "none") == 0) cfg->placement = LANEPOOL_PLACEMENT_NONE;
+    else if (strcmp(v, "cores") == 0) cfg->placement = LANEPOOL_PLACEMENT_CORES;
+    else return EINVAL;
+  }
+  if ((v = getenv("LANEPOOL_DEFAULT_RING")) && v[0]) {
+    if (env_number(v, LANEPOOL_MAX_RING_CAPACITY, &n) || n < LANEPOOL_MIN_RING_CAPACITY ||
+        (n & (n - 1)) != 0)
+      return EINVAL;
+    cfg->ring_capacity = n;
+  }
+  return 0;
+}
+
 int lanepool_default(lanepool_t **out) {
   if (!out) return EINVAL;
   lanepool_t *p = atomic_load_explicit(&default_pool, memory_order_acquire);
@@ -298,9 +377,22 @@ int lanepool_default(lanepool_t **out) {
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
     lanepool_config_t cfg;
-    lanepool_config_init(&cfg);
-    cfg.name = "lanepool";
-    rc = create_pool(&cfg, 1, &p);
+    if (default_configured) {
+      cfg = default_cfg;
+    } else {
+      lanepool_config_init(&cfg);
+    }
+    if (!cfg.name) cfg.name = "lanepool";
+    rc = default_env(&cfg);
+    if (rc == 0 && cfg.lanes_per_band == LANEPOOL_LANES_PER_CPU) {
+      /* One lane per CPU the process may use: its affinity, and its cgroup's quota. */
+      uint32_t n = allowed_cpu_count(), quota;
+      if (lanepool_cpu_quota(&quota) == 0 && quota < n) n = quota;
+      if (n == 0) n = 1;
+      if (n > LANEPOOL_MAX_LANES_PER_BAND) n = LANEPOOL_MAX_LANES_PER_BAND;
+      cfg.lanes_per_band = n;
+    }
+    if (rc == 0) rc = create_pool(&cfg, 1, &p);
     if (rc == 0) atomic_store_explicit(&default_pool, p, memory_order_release);
   }
   pthread_mutex_unlock(&default_lock);
@@ -383,10 +475,19 @@ int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *c
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
                          unsigned flags) {
   int b = lanepool_band_index(qos);
-  if (!pool || !fn || b < 0 || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
+  if (!pool || !fn || b < 0 ||
+      (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
+    return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  return lanepool__lane_push(lanepool__pick(pool, b), fn, ctx,
-                             (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+  /* Locality: the calling lane, if it is of this pool and band and nothing waits in its
+   * queue (the caller's own task is running, not queued): no hand-off to another
+   * thread. Otherwise the load-aware pick. */
+  lanepool_lane_t *cur = lanepool__current;
+  lanepool_lane_t *lane = (flags & LANEPOOL_SUBMIT_LOCAL) && cur && cur->pool == pool &&
+                                  cur->band == (uint32_t)b && lanepool__lane_depth(cur) == 0
+                              ? cur
+                              : lanepool__pick(pool, b);
+  return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
 int lanepool_info(const lanepool_t *pool, lanepool_info_t *out) {

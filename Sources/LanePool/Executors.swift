@@ -125,7 +125,9 @@ let taskJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx
 /// `withTaskExecutorPreference(pool) { ... }` run on its lanes. Each job goes to the
 /// band its priority names (TaskPriority raw values are `qos_class_t` values:
 /// 33 userInteractive, 25 userInitiated/high, 21 medium, 17 utility/low, 9 background;
-/// unspecified -> default), on the less loaded of two lanes. No allocation per job.
+/// unspecified -> default). A job enqueued from a lane of that band stays on it while
+/// nothing is queued there (a task's consecutive jobs keep one thread); others go to
+/// the less loaded of two lanes. No allocation per job.
 /// Keep the pool object alive while tasks prefer it.
 ///
 /// Jobs are continuations: a draining pool still takes them and runs them. No job is
@@ -137,8 +139,11 @@ extension LanePool: TaskExecutor {
     let qos = QoS(jobPriority: job.priority.rawValue)
     let unownedJob = UnownedJob(job)
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    // Local: a job enqueued from a lane of its band stays there while that lane has
+    // nothing queued, so a task's consecutive jobs do not hop between threads.
     let rc = lanepool_async_flags(
-      core.raw, qos.c, poolJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
+      core.raw, qos.c, poolJobTrampoline, ctx,
+      UInt32(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL))
     if rc != 0 { Fallback.runElsewhere(unownedJob, preferring: self) }
   }
 

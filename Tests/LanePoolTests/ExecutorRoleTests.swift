@@ -159,4 +159,20 @@ struct ExecutorRoleTests {
     #expect(n == 1)
     try await pool.shutdownGracefully()
   }
+
+  @Test("a task preferring an idle pool keeps its jobs on one lane (no hop per job)")
+  func taskPreferringPoolKeepsItsLane() async throws {
+    let pool = try LanePool(name: "roles4", lanesPerBand: 2)
+    let names = await Task(executorPreference: pool, priority: .medium) {
+      var names: [String] = []
+      for _ in 0..<200 {
+        names.append(Lane.current?.name ?? "off-pool")
+        await Task.yield()  // re-enqueues the task's next job on the pool
+      }
+      return names
+    }.value
+    #expect(Set(names).count == 1, "the task's jobs ran on: \(Set(names).sorted())")
+    #expect(!names.contains("off-pool"))
+    try await pool.shutdownGracefully()
+  }
 }

@@ -818,6 +818,38 @@ static void test_cancel_escalates_a_drain(void) {
 }
 
 /* ================================================================================
+ * Locality (issue 11): LANEPOOL_SUBMIT_LOCAL keeps a chain on the calling lane.
+ * ================================================================================ */
+
+static lanepool_t *local_pool;
+static _Atomic(lanepool_lane_t *) local_first;
+static atomic_int local_moves, local_left;
+static void local_step(void *ctx) {
+  (void)ctx;
+  lanepool_lane_t *self = NULL;
+  lanepool_current_lane(&self);
+  lanepool_lane_t *expected = NULL;
+  if (!atomic_compare_exchange_strong(&local_first, &expected, self) && expected != self)
+    atomic_fetch_add(&local_moves, 1);
+  if (atomic_fetch_sub(&local_left, 1) > 1)
+    lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL, LANEPOOL_SUBMIT_LOCAL);
+}
+
+static void test_local_submit_stays_on_its_lane(void) {
+  begin("local_submit_stays_on_its_lane", 30);
+  local_pool = make_pool("local", 2, 64, 0);
+  atomic_store(&local_first, NULL);
+  atomic_store(&local_moves, 0);
+  atomic_store(&local_left, 200);
+  CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL, LANEPOOL_SUBMIT_LOCAL), 0);
+  CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, noop, NULL, 4), EINVAL);
+  CHECK_RC(lanepool_shutdown(local_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&local_left) == 0);
+  CHECK(atomic_load(&local_moves) == 0);
+  CHECK_RC(lanepool_destroy(local_pool), 0);
+}
+
+/* ================================================================================
  * The deterministic interleaving run.
  * ================================================================================ */
 
@@ -1008,6 +1040,7 @@ int main(int argc, char **argv) {
       T(test_drain_runs_what_its_tasks_fan_out),
       T(test_drain_refuses_outsiders_takes_continuations),
       T(test_cancel_escalates_a_drain),
+      T(test_local_submit_stays_on_its_lane),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
