@@ -280,6 +280,9 @@ bool lanepool__numa_node_exists(int node);
 void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned);
 void lanepool__free_on_node(void *p, size_t bytes, bool numa_owned);
 int lanepool__node_of_cpu(int cpu);
+/* quota.c: the CPU quota from a cgroup mount point (normally "/sys/fs/cgroup") and a
+ * /proc/self/cgroup file; 0 with *cpus_out (ceil, >= 1), ENOENT (none), EINVAL. */
+int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint32_t *cpus_out);
 
 extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
 extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];

@@ -1,0 +1,175 @@
+/*
+ * quota.c - the CPU quota of the process's cgroup (cgroup v2 cpu.max, cgroup v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us), which sizes the default pool together with
+ * the affinity mask. Pure functions over an injectable cgroup mount point and
+ * /proc/self/cgroup path, so tests run them on fixture files.
+ *
+ * The process's cgroup comes from /proc/self/cgroup: "0::/path" (v2) and the line
+ * whose controller list holds "cpu" (v1, usually "N:cpu,cpuacct:/path"). Each level
+ * from that cgroup up to the mount point is read (a nested cgroup cannot use more than
+ * its parent's quota, so the smallest quota wins); a level whose file is missing or
+ * unreadable is skipped, which also covers a container whose /proc/self/cgroup names a
+ * host path while its own cgroup is mounted at the root. v2 is looked for at
+ * <root>/<path>/cpu.max and, for hybrid hosts, <root>/unified/<path>/cpu.max; v1 at
+ * <root>/cpu,cpuacct/<path>, <root>/cpu/<path> and <root>/cpuacct,cpu/<path>. Quotas
+ * found in both are combined (the smallest wins). CPUs = ceil(quota / period).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUOTA_PATH_MAX 4096
+
+/* Reads at most cap-1 bytes of a small file into buf (NUL-terminated). 0 or errno. */
+static int read_small(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "re");
+  if (!f) return errno ? errno : ENOENT;
+  size_t n = fread(buf, 1, cap - 1, f);
+  int err = ferror(f);
+  fclose(f);
+  if (err) return EIO;
+  buf[n] = '\0';
+  return 0;
+}
+
+/* A decimal number, optionally negative when allow_neg; the rest must be end, space or
+ * newline. Returns a pointer past it, or NULL. */
+static const char *parse_num(const char *s, int allow_neg, int64_t *out) {
+  int neg = 0;
+  if (allow_neg && *s == '-') {
+    neg = 1;
+    s++;
+  }
+  if (*s < '0' || *s > '9') return NULL;
+  uint64_t v = 0;
+  while (*s >= '0' && *s <= '9') {
+    if (v > (UINT64_C(1) << 62) / 10) return NULL; /* absurdly large: garbage */
+    v = v * 10 + (uint64_t)(*s - '0');
+    s++;
+  }
+  if (*s != '\0' && *s != ' ' && *s != '\n' && *s != '\t') return NULL;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return s;
+}
+
+static uint32_t cpus_of(int64_t quota, int64_t period) {
+  uint64_t q = (uint64_t)quota, p = (uint64_t)period;
+  uint64_t n = q / p + (q % p != 0);
+  if (n == 0) n = 1;
+  return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+/* v2 cpu.max: "max PERIOD" (no quota) or "QUOTA PERIOD". 0 with *cpus, or ENOENT. */
+static int read_cpu_max(const char *dir, uint32_t *cpus) {
+  char path[QUOTA_PATH_MAX], buf[128];
+  if ((size_t)snprintf(path, sizeof path, "%s/cpu.max", dir) >= sizeof path) return ENOENT;
+  if (read_small(path, buf, sizeof buf)) return ENOENT;
+  if (strncmp(buf, "max", 3) == 0) return ENOENT;
+  int64_t quota, period;
+  const char *p = parse_num(buf, 0, &quota);
+  if (!p || *p != ' ') return ENOENT;
+  p = parse_num(p + 1, 0, &period);
+  if (!p || quota <= 0 || period <= 0) return ENOENT;
+  *cpus = cpus_of(quota, period);
+  return 0;
+}
+
+/* v1 cpu.cfs_quota_us (-1: no quota) and cpu.cfs_period_us. */
+static int read_cfs(const char *dir, uint32_t *cpus) {
+  char path[QUOTA_PATH_MAX], buf[64];
+  int64_t quota, period;
+  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= sizeof path)
+    return ENOENT;
+  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 1, &quota) || quota <= 0)
+    return ENOENT;
+  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir) >= sizeof path)
+    return ENOENT;
+  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 0, &period) || period <= 0)
+    return ENOENT;
+  *cpus = cpus_of(quota, period);
+  return 0;
+}
+
+/* Every level from base + cgpath up to base itself; the smallest quota into *best. */
+static void walk(const char *base, const char *cgpath, int v2, int *found, uint32_t *best) {
+  char dir[QUOTA_PATH_MAX];
+  if ((size_t)snprintf(dir, sizeof dir, "%s%s%s", base, cgpath[0] == '/' ? "" : "/", cgpath) >=
+      sizeof dir)
+    return;
+  size_t base_len = strlen(base);
+  for (;;) {
+    /* Drop trailing slashes (but never into base). */
+    size_t len = strlen(dir);
+    while (len > base_len && dir[len - 1] == '/') dir[--len] = '\0';
+    uint32_t n;
+    if ((v2 ? read_cpu_max(dir, &n) : read_cfs(dir, &n)) == 0) {
+      if (!*found || n < *best) *best = n;
+      *found = 1;
+    }
+    if (len <= base_len) break;
+    char *slash = strrchr(dir + base_len, '/');
+    if (!slash) {
+      dir[base_len] = '\0';
+    } else {
+      *slash = '\0';
+    }
+  }
+}
+
+static int has_cpu_controller(const char *list, size_t len) {
+  const char *p = list, *end = list + len;
+  while (p < end) {
+    const char *comma = memchr(p, ',', (size_t)(end - p));
+    size_t n = comma ? (size_t)(comma - p) : (size_t)(end - p);
+    if (n == 3 && memcmp(p, "cpu", 3) == 0) return 1;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint32_t *cpus_out) {
+  if (!sys_root || !proc_cgroup_path || !cpus_out) return EINVAL;
+  char buf[8192];
+  if (read_small(proc_cgroup_path, buf, sizeof buf)) return ENOENT;
+  int found = 0;
+  uint32_t best = 0;
+  char base[QUOTA_PATH_MAX];
+  for (char *line = buf, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = '\0';
+    /* "ID:CONTROLLERS:PATH" */
+    char *c1 = strchr(line, ':');
+    if (!c1) continue;
+    char *c2 = strchr(c1 + 1, ':');
+    if (!c2) continue;
+    const char *path = c2 + 1;
+    if (path[0] != '/' || strstr(path, "/../") || strcmp(path, "/..") == 0) continue;
+    size_t ctl_len = (size_t)(c2 - (c1 + 1));
+    if (ctl_len == 0 && strncmp(line, "0:", 2) == 0) {
+      walk(sys_root, path, 1, &found, &best);
+      if ((size_t)snprintf(base, sizeof base, "%s/unified", sys_root) < sizeof base)
+        walk(base, path, 1, &found, &best);
+    } else if (has_cpu_controller(c1 + 1, ctl_len)) {
+      static const char *const mounts[] = {"cpu,cpuacct", "cpu", "cpuacct,cpu"};
+      for (size_t m = 0; m < sizeof mounts / sizeof mounts[0]; m++)
+        if ((size_t)snprintf(base, sizeof base, "%s/%s", sys_root, mounts[m]) < sizeof base)
+          walk(base, path, 0, &found, &best);
+    }
+  }
+  if (!found) return ENOENT;
+  *cpus_out = best;
+  return 0;
+}
+
+int lanepool_cpu_quota(uint32_t *cpus) {
+  if (!cpus) return EINVAL;
+  return lanepool__cpu_quota("/sys/fs/cgroup", "/proc/self/cgroup", cpus);
+}
