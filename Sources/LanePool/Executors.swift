@@ -33,19 +33,16 @@ import Foundation
 /// from a task on that same lane would wait for itself and stops the program with a
 /// message instead.
 extension Lane: SerialExecutor, TaskExecutor {
-  /// Enqueues a job of an actor whose executor is this lane (the serial role). Jobs of
-  /// tasks that prefer the lane (`Task(executorPreference: lane)`) reach the lane's
-  /// task-executor role instead (``asUnownedTaskExecutor()``), a separate object over the
-  /// same thread: each kind then runs as what it is, so the runtime sees an actor's
-  /// hop onto its own lane as no switch at all (no re-enqueue, no overtaking).
+  /// Enqueues a job on this lane: an actor's job (the lane as its serial executor) or
+  /// the job of a task that prefers the lane (`Task(executorPreference: lane)`). Both
+  /// run as serial-executor jobs of the lane, so the runtime sees an actor's hop onto
+  /// its own lane as no switch at all (no re-enqueue, no job overtaking the actor's own
+  /// synchronous code). (The two roles cannot be split into two objects here: for an
+  /// owned task-executor preference the runtime retains the `Lane` it is given and
+  /// releases whatever `asUnownedTaskExecutor()` returns, so that must be the lane.)
   public func enqueue(_ job: consuming ExecutorJob) {
-    submitJob(UnownedJob(job), serial: true)
-  }
-
-  /// One path for both roles' jobs: continuation submit, wait for room on a full
-  /// hard-capacity lane, and the fallback once the lane no longer takes jobs.
-  func submitJob(_ unownedJob: UnownedJob, serial: Bool) {
-    let trampoline = serial ? serialJobTrampoline : taskJobTrampoline
+    let unownedJob = UnownedJob(job)
+    let trampoline = serialJobTrampoline
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
     var rc = lanepool_lane_async_flags(raw, trampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc == Errno.EAGAIN {
@@ -63,9 +60,7 @@ extension Lane: SerialExecutor, TaskExecutor {
     }
     if rc != 0 {
       // Shut down (or, in a fork child, never running here): run it on the fallback.
-      let item: Fallback.Item =
-        serial ? .laneSerial(unownedJob, self) : .laneTask(unownedJob, self)
-      core.fallback.refused(item, threadsGone: rc == Errno.EOWNERDEAD)
+      core.fallback.refused(.laneSerial(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
     }
   }
 
@@ -73,10 +68,10 @@ extension Lane: SerialExecutor, TaskExecutor {
     UnownedSerialExecutor(ordinary: self)
   }
 
-  /// The lane's task-executor role: a separate object, so that its jobs are told apart
-  /// from the actor jobs that ``enqueue(_:)`` receives.
+  /// The lane as a task executor: the jobs of tasks that prefer it arrive at
+  /// ``enqueue(_:)`` too.
   public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-    taskRole.asUnownedTaskExecutor()
+    UnownedTaskExecutor(ordinary: self)
   }
 
   public func isSameExclusiveExecutionContext(other: Lane) -> Bool { self === other }
@@ -94,17 +89,6 @@ extension Lane: SerialExecutor, TaskExecutor {
   private var isIsolating: Bool { isCurrent || core.fallback.isCurrent }
 }
 
-/// The task-executor role of a lane (see ``Lane/asUnownedTaskExecutor()``): jobs of
-/// tasks that prefer the lane, queued on the same C lane with their own trampoline.
-final class LaneTaskExecutor: TaskExecutor, @unchecked Sendable {
-  // @unchecked: `lane` is set once, before the lane is published.
-  unowned(unsafe) var lane: Lane! = nil
-
-  func enqueue(_ job: consuming ExecutorJob) { lane.submitJob(UnownedJob(job), serial: false) }
-
-  func asUnownedTaskExecutor() -> UnownedTaskExecutor { UnownedTaskExecutor(ordinary: self) }
-}
-
 /// Runs an actor's job on its lane, as a serial-executor job: the runtime records the
 /// lane as the current serial executor and no task executor, as it would on a
 /// DispatchSerialQueue.
@@ -113,11 +97,7 @@ let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { c
   job.runSynchronously(on: Lane.current!.asUnownedSerialExecutor())
 }
 
-/// Runs the job of a task that prefers a lane, as a task-executor job.
-let taskJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
-  let job = unsafeBitCast(ctx!, to: UnownedJob.self)
-  job.runSynchronously(on: Lane.current!.asUnownedTaskExecutor())
-}
+
 
 // MARK: - Tasks on a pool
 

@@ -19,10 +19,9 @@ import Foundation
 final class Fallback: SerialExecutor, @unchecked Sendable {
   // @unchecked: the mutable state is guarded by `lock`.
   enum Item: Sendable {
-    /// An actor's job that its lane refused (the lane's serial role).
+    /// A job enqueued on a lane (an actor's, or a lane-preferring task's) that the
+    /// lane refused.
     case laneSerial(UnownedJob, Lane)
-    /// A job of a task preferring a lane, that the lane refused (its task role).
-    case laneTask(UnownedJob, Lane)
     /// A serial job a cancelling shutdown discarded; its lane is not known.
     case discardedJob(UnownedJob)
     /// A closure meant for a lane (a group's notification).
@@ -90,8 +89,6 @@ final class Fallback: SerialExecutor, @unchecked Sendable {
     switch item {
     case .laneSerial(let job, let lane):
       job.runSynchronously(on: lane.asUnownedSerialExecutor())
-    case .laneTask(let job, let lane):
-      job.runSynchronously(on: lane.asUnownedTaskExecutor())
     case .discardedJob(let job):
       job.runSynchronously(on: asUnownedSerialExecutor())
     case .work(let work):

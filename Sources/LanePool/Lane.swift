@@ -20,8 +20,6 @@ public final class Lane: @unchecked Sendable {
   /// The pool this lane belongs to. Unowned: valid while the pool object lives
   /// (a lane object may outlive it; then only its own methods may be used).
   unowned(unsafe) var pool: LanePool! = nil
-  /// The task-executor role (``asUnownedTaskExecutor()``): set in init, never changed.
-  let taskRole = LaneTaskExecutor()
 
   init(raw: OpaquePointer, core: PoolCore, qos: QoS, index: Int) {
     self.raw = raw
@@ -31,7 +29,6 @@ public final class Lane: @unchecked Sendable {
     var c = lanepool_lane_info_t()
     _ = lanepool_lane_info(raw, &c)
     self.name = threadName(c)
-    taskRole.lane = self
   }
 
   /// Runs `work` on this lane after every task submitted before it.

@@ -625,9 +625,7 @@ private let discardTask:
       box.onDiscard?()
     } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
       discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
-    } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self)
-      || address == unsafeBitCast(taskJobTrampoline, to: UnsafeRawPointer.self)
-    {
+    } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
       // A task's job (its lane is not known here): it needs a thread, not exclusion.
       Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)
     }
