@@ -296,7 +296,7 @@ public final class LanePool: @unchecked Sendable {
   }
 
   /// Configures the default pool before its first use (``default``, ``makeDefault()``,
-  /// ``queue(for:)`` and the executors that run on it).
+  /// ``queue(for:)-type.method`` and the executors that run on it).
   ///
   /// The settings are checked as ``init(configuration:)`` checks them and kept; the
   /// default pool is created from them on first use. A second call before then
