@@ -148,13 +148,12 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
  * lanepool__lane_push). */
 static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
   pthread_mutex_lock(&lane->spill_lock);
-  if (lane->spill_intake != LANEPOOL__OPEN) {
-    int rc = lane->spill_intake == LANEPOOL__INTAKE_CLOSED || own ? 0 : LANEPOOL__RING_OWN_ONLY;
-    if (lane->spill_intake == LANEPOOL__INTAKE_CLOSED) rc = ESHUTDOWN;
-    if (rc) {
-      pthread_mutex_unlock(&lane->spill_lock);
-      return rc;
-    }
+  int refused = lane->spill_intake == LANEPOOL__INTAKE_CLOSED                ? ESHUTDOWN
+                : lane->spill_intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
+                                                                          : 0;
+  if (refused) {
+    pthread_mutex_unlock(&lane->spill_lock);
+    return refused;
   }
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
   if (len == lane->spill_cap) {

@@ -465,13 +465,6 @@ lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
   return lanepool__lane_depth(lanes[j]) < lanepool__lane_depth(lanes[i]) ? lanes[j] : lanes[i];
 }
 
-int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
-  int b = lanepool_band_index(qos);
-  if (!pool || !fn || b < 0) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  return lanepool__lane_push(lanepool__pick(pool, b), fn, ctx, false);
-}
-
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
                          unsigned flags) {
   int b = lanepool_band_index(qos);
@@ -488,6 +481,10 @@ int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, v
                               ? cur
                               : lanepool__pick(pool, b);
   return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+}
+
+int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
+  return lanepool_async_flags(pool, qos, fn, ctx, 0);
 }
 
 int lanepool_info(const lanepool_t *pool, lanepool_info_t *out) {
