@@ -42,9 +42,8 @@ extension Lane: SerialExecutor, TaskExecutor {
   /// releases whatever `asUnownedTaskExecutor()` returns, so that must be the lane.)
   public func enqueue(_ job: consuming ExecutorJob) {
     let unownedJob = UnownedJob(job)
-    let trampoline = serialJobTrampoline
     let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
-    var rc = lanepool_lane_async_flags(raw, trampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
+    var rc = lanepool_lane_async_flags(raw, serialJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc == Errno.EAGAIN {
       if isCurrent {
         misuse(
@@ -55,12 +54,12 @@ extension Lane: SerialExecutor, TaskExecutor {
       // (This wait has no continuation flag: while draining it ends in ESHUTDOWN, and
       // the job goes to the fallback.)
       repeat {
-        rc = lanepool_lane_async_wait(raw, trampoline, ctx, 1_000_000_000)
+        rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
       } while rc == Errno.ETIMEDOUT
     }
     if rc != 0 {
       // Shut down (or, in a fork child, never running here): run it on the fallback.
-      core.fallback.refused(.laneSerial(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
+      core.fallback.refused(.lane(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
     }
   }
 

@@ -21,7 +21,7 @@ final class Fallback: SerialExecutor, @unchecked Sendable {
   enum Item: Sendable {
     /// A job enqueued on a lane (an actor's, or a lane-preferring task's) that the
     /// lane refused.
-    case laneSerial(UnownedJob, Lane)
+    case lane(UnownedJob, Lane)
     /// A serial job a cancelling shutdown discarded; its lane is not known.
     case discardedJob(UnownedJob)
     /// A closure meant for a lane (a group's notification).
@@ -87,7 +87,7 @@ final class Fallback: SerialExecutor, @unchecked Sendable {
 
   private func run(_ item: Item) {
     switch item {
-    case .laneSerial(let job, let lane):
+    case .lane(let job, let lane):
       job.runSynchronously(on: lane.asUnownedSerialExecutor())
     case .discardedJob(let job):
       job.runSynchronously(on: asUnownedSerialExecutor())
