@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,29 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                       \
-  do {                                                                                    \
-    if (cond) {                                                                           \
-      passed++;                                                                           \
-    } else {                                                                              \
-      failed++;                                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-    }                                                                                     \
-  } while (0)
-
-#define CHECK_RC(expr, want)                                                              \
-  do {                                                                                    \
-    int rc_ = (expr);                                                                     \
-    if (rc_ == (want)) {                                                                  \
-      passed++;                                                                           \
-    } else {                                                                              \
-      failed++;                                                                           \
-      fprintf(stderr, "%s:%d: %s returned %d (%s), want %d\n", __FILE__, __LINE__, #expr, \
-              rc_, strerror(rc_), (want));                                                \
-    }                                                                                     \
-  } while (0)
 
 static const lanepool_qos_t all_qos[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,

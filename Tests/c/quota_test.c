@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
+#include "check.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -19,17 +20,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                       \
-  do {                                                                                    \
-    if (cond) {                                                                           \
-      passed++;                                                                           \
-    } else {                                                                              \
-      failed++;                                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);            \
-    }                                                                                     \
-  } while (0)
 
 static char root[256];
 
