@@ -477,14 +477,32 @@ LANEPOOL_API int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lane
  * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to
  * finish. Returns 0 once it ran; EINVAL; ESHUTDOWN (not run); EAGAIN (hard capacity
  * full, not run); EDEADLK (called from this very lane: it would wait for itself);
- * ECANCELED (a cancelling shutdown removed it before it ran; the discard callback
- * is not called for it). Blocks until the task has run or been cancelled. A cancel
- * answers a queued sync as soon as the lane finishes the task it runs, so a task of
- * another lane waiting here returns and its lane can be joined. (Two lanes whose
- * tasks sync onto each other deadlock, with or without a shutdown, as dispatch_sync
- * does.)
+ * EOWNERDEAD (a pre-fork lane); ECANCELED (a cancelling shutdown removed it before it
+ * ran; the discard callback is not called for it). Blocks until the task has run or
+ * been cancelled. A cancel answers a queued sync as soon as the lane finishes the task
+ * it runs, so a task of another lane waiting here returns and its lane can be joined.
+ * (Two lanes whose tasks sync onto each other deadlock, with or without a shutdown,
+ * as dispatch_sync does.)
+ *
+ * Inline: when the lane is parked (idle) with nothing queued, the caller takes the
+ * lane's right to run and calls fn(ctx) on its own thread, as dispatch_sync does on
+ * an idle serial queue: no hand-off, no wake. Mutual exclusion and per-lane FIFO hold
+ * either way (the lane runs nothing while lent; work queued meanwhile runs after fn
+ * returns). Inside fn, lanepool_current_lane() gives this lane and shutting its pool
+ * down returns EDEADLK, as on the lane's thread. What differs: the thread (its id,
+ * name, OS priority, CPU placement and signal mask are the caller's), and the stall
+ * detector does not watch it. If fn ends the caller's thread, the lane is given back.
  */
 LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
+
+/** lanepool_lane_sync_flags: run on the lane's own thread even when the lane is idle
+ *  (its OS priority, placement, thread name), never inline. */
+#define LANEPOOL_SYNC_QUEUED 1u
+
+/** As lanepool_lane_sync, with flags (0 or LANEPOOL_SYNC_QUEUED). EINVAL for an
+ *  unknown flag. */
+LANEPOOL_API int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                                          unsigned flags);
 
 /* ---- Timers ------------------------------------------------------------------- */
 

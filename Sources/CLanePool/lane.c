@@ -12,6 +12,13 @@
  *    the other side's write, so either the producer wakes the lane or the lane sees
  *    the claim and does not park. The overflow list uses spill_count the same way.
  * See docs/architecture.md for the full argument, including FIFO with overflow.
+ *
+ * `sleeping` has a third value, LENT: a lanepool_lane_sync caller found the lane
+ * parked with nothing queued and took the lane's right to run (CAS PARKED -> LENT), so
+ * it runs its closure inline, on its own thread. While LENT, producers do not wake the
+ * lane; the caller gives the right back with a seq_cst store of PARKED followed by the
+ * same emptiness check a parking lane makes, and wakes the lane if work arrived. The
+ * lane itself never leaves its wait loop until the word is AWAKE again.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -206,12 +213,17 @@ static spill_result spill_pop(lanepool_lane_t *lane, lanepool__task *out) {
 
 /* ---- producers -------------------------------------------------------------- */
 
+/* Values of lane->sleeping. */
+enum { LANE_AWAKE = 0, LANE_PARKED = 1, LANE_LENT = 2 };
+
 static inline void wake_if_parked(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
-  /* seq_cst load: see the header comment; the exchange makes exactly one producer
-   * pay for the syscall. */
-  if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) &&
-      atomic_exchange_explicit(&lane->sleeping, 0, memory_order_seq_cst))
+  /* seq_cst load: see the header comment; the CAS makes exactly one producer pay for
+   * the syscall, and leaves a LENT lane alone (its borrower wakes it on return). */
+  uint32_t parked = LANE_PARKED;
+  if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
+      atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                              memory_order_seq_cst, memory_order_relaxed))
     lanepool__futex_wake(&lane->sleeping, 1);
 }
 
@@ -309,18 +321,24 @@ static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
 }
 
 static void park(lanepool_lane_t *lane) {
-  atomic_store_explicit(&lane->sleeping, 1, memory_order_seq_cst);
+  atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
   if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
-    atomic_store_explicit(&lane->sleeping, 0, memory_order_relaxed);
-    return;
+    uint32_t parked = LANE_PARKED;
+    if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                                memory_order_seq_cst, memory_order_relaxed))
+      return;
+    /* LENT meanwhile: the borrower sees this work too when it gives the lane back,
+     * and wakes it then. Until then the lane must not run. */
   }
   /* Idle: if the pool drains, its driver may be waiting for this moment. */
   lanepool__drain_idle(lane->pool);
   uint64_t t0 = lanepool__now_ns();
-  while (atomic_load_explicit(&lane->sleeping, memory_order_acquire) == 1) {
-    lanepool__futex_wait(&lane->sleeping, 1);
-  }
+  uint32_t v;
+  /* acquire: pairs with the waker's CAS to AWAKE (a release sequence that starts at a
+   * borrower's release store of PARKED, so the inline closure happens before). */
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE)
+    lanepool__futex_wait(&lane->sleeping, v);
   adapt_after_park(lane, lanepool__now_ns() - t0);
 }
 
@@ -601,9 +619,82 @@ static void sync_discard(void *arg) {
   lanepool__futex_wake(&s->state, 1);
 }
 
+/* ---- inline sync: borrowing a parked lane ------------------------------------ */
+
+/* Gives a LENT lane back: PARKED again, then the parking lane's own check (see the
+ * header comment): if work arrived or the ring was closed meanwhile, wake the lane. */
+static void lane_give_back(lanepool_lane_t *lane) {
+  LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* `head` is read while the lane is still lent: once PARKED is stored a producer may
+   * wake the lane, which then moves it. (A stale head only costs a spare wake check.) */
+  uint64_t head = lane->ring.head;
+  /* seq_cst (a release too): the closure's effects happen before the lane's next task. */
+  atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
+  if (lanepool__ring_tail(&lane->ring, memory_order_seq_cst) != head ||
+      atomic_load_explicit(&lane->spill_count, memory_order_seq_cst) != 0 ||
+      lanepool__ring_closed(&lane->ring))
+    wake_if_parked(lane);
+}
+
+/* true if the caller now holds the lane's right to run: the lane was parked, nothing
+ * is queued, the ring is open and the pool running. */
+static bool lane_borrow(lanepool_lane_t *lane) {
+  uint32_t parked = LANE_PARKED;
+  if (atomic_load_explicit(&lane->sleeping, memory_order_relaxed) != LANE_PARKED ||
+      !atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_LENT,
+                                               memory_order_seq_cst, memory_order_relaxed))
+    return false;
+  LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
+   * and `ring.head` is stable until the lane is given back. */
+  if (!has_work(lane, memory_order_seq_cst) && !lanepool__ring_closed(&lane->ring) &&
+      atomic_load_explicit(&lane->pool->state, memory_order_acquire) == LANEPOOL__RUNNING)
+    return true;
+  lane_give_back(lane); /* queued work runs first (FIFO), or intake is closing */
+  return false;
+}
+
+typedef struct lanepool__inline_frame {
+  lanepool_lane_t *lane, *saved_lane;
+  lanepool_t *saved_pool;
+} lanepool__inline_frame;
+
+/* A closure that ends the caller's thread (pthread_exit, cancellation) still gives the
+ * lane back, or the lane would stay parked forever. */
+static void inline_unwound(void *arg) {
+  lanepool__inline_frame *f = arg;
+  lanepool__current = f->saved_lane;
+  lanepool__pool_thread = f->saved_pool;
+  lane_give_back(f->lane);
+}
+
+static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  lanepool__inline_frame f = {lane, lanepool__current, lanepool__pool_thread};
+  /* Inside, the caller is the lane: lanepool_current_lane() answers it, a sync onto it
+   * is EDEADLK, and shutting its pool down from here is EDEADLK (it would wait for
+   * this very closure). */
+  lanepool__current = lane;
+  lanepool__pool_thread = lane->pool;
+  pthread_cleanup_push(inline_unwound, &f);
+  fn(ctx);
+  pthread_cleanup_pop(0);
+  lanepool__current = f.saved_lane;
+  lanepool__pool_thread = f.saved_pool;
+  lane_give_back(lane);
+}
+
 int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  if (!lane || !fn) return EINVAL;
+  return lanepool_lane_sync_flags(lane, fn, ctx, 0);
+}
+
+int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
+  if (!lane || !fn || (flags & ~LANEPOOL_SYNC_QUEUED)) return EINVAL;
   if (lanepool__current == lane) return EDEADLK;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && lane_borrow(lane)) {
+    run_inline(lane, fn, ctx);
+    return 0;
+  }
   lanepool__sync s = {.fn = fn, .ctx = ctx};
   atomic_init(&s.state, 0);
   int rc = lanepool__lane_push(lane, sync_trampoline, &s, false);

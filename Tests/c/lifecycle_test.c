@@ -19,6 +19,7 @@
 #include "lanepool.h"
 #include "check.h"
 #include "inject.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -625,6 +626,222 @@ static void test_task_ending_its_thread_loses_nothing(void) {
 }
 
 /* ================================================================================
+ * Inline sync (issue 11): an idle lane is lent to the sync caller, who runs the
+ * closure on its own thread; mutual exclusion and FIFO hold on every path.
+ * ================================================================================ */
+
+#include <sys/syscall.h>
+
+static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
+
+typedef struct {
+  lanepool_lane_t *lane;
+  pid_t tid;
+  int current_rc, self_sync_rc, shutdown_rc;
+  lanepool_lane_t *current;
+} inline_probe;
+
+static void probe_inline(void *ctx) {
+  inline_probe *q = ctx;
+  q->tid = gettid_();
+  q->current_rc = lanepool_current_lane(&q->current);
+  q->self_sync_rc = lanepool_lane_sync(q->lane, noop, NULL);
+  lanepool_t *pool = NULL;
+  lanepool_lane_pool(q->lane, &pool);
+  q->shutdown_rc = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+}
+
+/* Waits until the lane is parked (idle), as the inline path requires. White-box: reads
+ * the lane's parking word (internal.h); 1 = parked. */
+static void wait_parked(lanepool_lane_t *l) {
+  for (int i = 0; i < 10000 && atomic_load(&l->sleeping) != 1; i++) sleep_ms(1);
+  CHECK(atomic_load(&l->sleeping) == 1);
+}
+
+static void test_idle_sync_runs_inline_as_the_lane(void) {
+  begin("idle_sync_runs_inline_as_the_lane", 30);
+  lanepool_t *p = make_pool("inline", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  wait_parked(l);
+  inline_probe q = {.lane = l};
+  CHECK_RC(lanepool_lane_sync(l, probe_inline, &q), 0);
+  CHECK(q.tid == gettid_());                /* on the caller's thread */
+  CHECK(q.current_rc == 0 && q.current == l); /* ... marked as the lane */
+  CHECK(q.self_sync_rc == EDEADLK);          /* a sync onto itself would wait forever */
+  CHECK(q.shutdown_rc == EDEADLK);           /* so would shutting its pool down */
+  lanepool_lane_t *after = NULL;
+  CHECK_RC(lanepool_current_lane(&after), ESRCH); /* restored afterwards */
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  CHECK(info.tasks_executed == 0); /* the lane thread ran nothing */
+  /* Forced onto the lane's thread: */
+  inline_probe r = {.lane = l};
+  CHECK_RC(lanepool_lane_sync_flags(l, probe_inline, &r, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(r.tid == info.tid && r.tid != gettid_());
+  CHECK_RC(lanepool_lane_sync_flags(l, noop, NULL, 4u), EINVAL);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_lane_sync(l, noop, NULL), ESHUTDOWN);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* FIFO: with work queued the sync waits its turn on the lane's thread. Work queued
+ * while a sync runs inline runs after it, and the lane is woken for it. */
+static atomic_int seq_next;
+static int seq_of[4];
+static void take_seq(void *ctx) { seq_of[(uintptr_t)ctx] = atomic_fetch_add(&seq_next, 1); }
+typedef struct {
+  lanepool_lane_t *lane;
+  int rc;
+} queue_during;
+static void queue_while_inline(void *ctx) {
+  queue_during *q = ctx;
+  q->rc = lanepool_lane_async(q->lane, take_seq, (void *)(uintptr_t)3);
+  take_seq((void *)(uintptr_t)2);
+}
+
+static void test_sync_keeps_fifo_and_wakes_for_work_queued_meanwhile(void) {
+  begin("sync_keeps_fifo_and_wakes_for_work_queued_meanwhile", 30);
+  atomic_store(&gate, 0);
+  atomic_store(&seq_next, 0);
+  lanepool_t *p = make_pool("inlfifo", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  CHECK_RC(lanepool_lane_async(l, wait_gate, NULL), 0);
+  CHECK_RC(lanepool_lane_async(l, take_seq, (void *)(uintptr_t)0), 0);
+  pthread_t th;
+  pthread_create(&th, NULL, open_gate_later, (void *)(uintptr_t)50);
+  CHECK_RC(lanepool_lane_sync(l, take_seq, (void *)(uintptr_t)1), 0);
+  pthread_join(th, NULL);
+  CHECK(seq_of[0] == 0 && seq_of[1] == 1); /* after the task queued before it */
+  wait_parked(l);
+  queue_during qd = {.lane = l, .rc = -1};
+  CHECK_RC(lanepool_lane_sync(l, queue_while_inline, &qd), 0);
+  CHECK(qd.rc == 0);
+  CHECK_RC(lanepool_lane_sync_flags(l, noop, NULL, LANEPOOL_SYNC_QUEUED), 0); /* no hang */
+  CHECK(seq_of[2] == 2 && seq_of[3] == 3);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* A closure that ends the caller's thread gives the lane back. */
+static void *sync_then_exit(void *l) {
+  lanepool_lane_sync(l, exit_thread, NULL);
+  return (void *)1; /* not reached */
+}
+
+static void test_inline_closure_ending_its_thread_gives_the_lane_back(void) {
+  begin("inline_closure_ending_its_thread_gives_the_lane_back", 30);
+  reset_counts();
+  lanepool_t *p = make_pool("inlexit", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  wait_parked(l);
+  pthread_t th;
+  void *ret = NULL;
+  pthread_create(&th, NULL, sync_then_exit, l);
+  pthread_join(th, &ret);
+  CHECK(ret == NULL); /* the thread ended inside the closure */
+  for (int i = 0; i < 10; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  CHECK_RC(lanepool_lane_sync(l, count_task, NULL), 0);
+  CHECK(atomic_load(&ran) == 11);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* Mutual exclusion: 8 producers and 3 sync callers add to one plain counter, the sync
+ * callers mostly inline (the lane often idles between bursts). The counter ends exact;
+ * under ThreadSanitizer a missing happens-before edge is a report. */
+static long plain_counter;
+static atomic_long bumped_inline;
+static pid_t bump_lane_tid;
+static void bump(void *ctx) {
+  (void)ctx;
+  /* read, sometimes yield, write: widens the window an overlap would need to lose one */
+  long v = plain_counter;
+  if ((v & 15) == 0) sched_yield();
+  plain_counter = v + 1;
+  if (gettid_() != bump_lane_tid) atomic_fetch_add_explicit(&bumped_inline, 1, memory_order_relaxed);
+}
+
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int *go;
+  pthread_barrier_t *pause; /* producers only: all pause together now and then */
+  long n, ok, refused;
+  bool sync;
+} bump_arg;
+
+static void *bumper(void *p) {
+  bump_arg *a = p;
+  while (!atomic_load(a->go)) sched_yield();
+  for (long i = 0; i < a->n; i++) {
+    int rc = a->sync ? lanepool_lane_sync(a->lane, bump, NULL)
+                     : lanepool_lane_async(a->lane, bump, NULL);
+    if (rc == 0) a->ok++;
+    else a->refused++;
+    /* Every 256 tasks the producers pause together for 2 ms: the lane empties and
+     * parks, so the sync callers also take the inline path while tasks arrive. */
+    if (!a->sync && i % 256 == 255 && pthread_barrier_wait(a->pause) == PTHREAD_BARRIER_SERIAL_THREAD)
+      sleep_ms(2);
+    if (!a->sync && i % 256 == 255) pthread_barrier_wait(a->pause);
+  }
+  return NULL;
+}
+
+static int exclusion_round(long per_thread, lanepool_shutdown_mode_t mode) {
+  reset_counts();
+  plain_counter = 0;
+  lanepool_t *p = make_pool("inlmx", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_info_t info;
+  lanepool_lane_info(l, &info);
+  bump_lane_tid = info.tid;
+  atomic_store(&bumped_inline, 0);
+  atomic_int go = 0;
+  enum { PRODUCERS = 8, SYNCERS = 3 };
+  pthread_t th[PRODUCERS + SYNCERS];
+  bump_arg a[PRODUCERS + SYNCERS];
+  pthread_barrier_t pause;
+  pthread_barrier_init(&pause, NULL, PRODUCERS);
+  for (int i = 0; i < PRODUCERS + SYNCERS; i++) {
+    a[i] = (bump_arg){.lane = l, .go = &go, .pause = &pause, .n = per_thread, .sync = i >= PRODUCERS};
+    pthread_create(&th[i], NULL, bumper, &a[i]);
+  }
+  atomic_store(&go, 1);
+  int rc = 0;
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL) {
+    sleep_ms(2);
+    rc = lanepool_shutdown(p, mode, count_discard, NULL);
+  }
+  long ok = 0;
+  for (int i = 0; i < PRODUCERS + SYNCERS; i++) {
+    pthread_join(th[i], NULL);
+    ok += a[i].ok;
+  }
+  pthread_barrier_destroy(&pause);
+  if (mode == LANEPOOL_SHUTDOWN_DRAIN) rc = lanepool_shutdown(p, mode, NULL, NULL);
+  /* every accepted bump ran exactly once, or (cancel) was discarded */
+  int good = rc == 0 && plain_counter + atomic_load(&discarded) == ok;
+  if (mode == LANEPOOL_SHUTDOWN_DRAIN) good = good && plain_counter == (PRODUCERS + SYNCERS) * per_thread;
+  if (!good)
+    fprintf(stderr, "[%s] exclusion (%s): counter %ld + discarded %ld, accepted %ld\n",
+            current_test, mode == LANEPOOL_SHUTDOWN_DRAIN ? "drain" : "cancel", plain_counter,
+            atomic_load(&discarded), ok);
+  lanepool_destroy(p);
+  return good;
+}
+
+static void test_inline_sync_is_mutually_exclusive_with_the_lane(void) {
+  begin("inline_sync_is_mutually_exclusive_with_the_lane", 120);
+  CHECK(exclusion_round(20000, LANEPOOL_SHUTDOWN_DRAIN));
+  long inline_runs = atomic_load(&bumped_inline);
+  CHECK(inline_runs > 0); /* the inline path was taken, not only the queue */
+  printf("  %ld of 60000 syncs ran inline\n", inline_runs);
+  CHECK(exclusion_round(20000, LANEPOOL_SHUTDOWN_CANCEL));
+}
+
+/* ================================================================================
  * Case 10: a huge timeout waits, it does not wrap.
  * ================================================================================ */
 
@@ -990,6 +1207,7 @@ static void run_interleavings(unsigned seeds, unsigned rounds) {
       bad += !drain_round();
       bad += !timer_cancel_round();
       bad += !cross_sync_round();
+      bad += !exclusion_round(500, r % 2 ? LANEPOOL_SHUTDOWN_CANCEL : LANEPOOL_SHUTDOWN_DRAIN);
     }
     /* fork under injection: children answer EOWNERDEAD without a hang */
     lanepool_t *p = make_pool("ilfork", 1, 16, 0);
@@ -1016,14 +1234,15 @@ static void run_interleavings(unsigned seeds, unsigned rounds) {
   lanepool__inject_configure(0, 0);
   current_test = "interleavings";
   CHECK(bad == 0);
-  printf("interleavings: %u seeds x %u rounds of 4 scenarios + 4 forks each, %d failed; "
+  printf("interleavings: %u seeds x %u rounds of 5 scenarios + 4 forks each, %d failed; "
          "injection hits: claim/publish %llu, park %llu, wake %llu, timer fire %llu, fork %llu, "
-         "drain scan %llu, cancel %llu, close/discard %llu, spill %llu\n",
+         "drain scan %llu, cancel %llu, close/discard %llu, spill %llu, lend %llu\n",
          seeds, rounds, bad, (unsigned long long)hits[LANEPOOL__AT_CLAIM_PUBLISH],
          (unsigned long long)hits[LANEPOOL__AT_PARK], (unsigned long long)hits[LANEPOOL__AT_WAKE],
          (unsigned long long)hits[LANEPOOL__AT_TIMER_FIRE], (unsigned long long)hits[LANEPOOL__AT_FORK],
          (unsigned long long)hits[LANEPOOL__AT_DRAIN_SCAN], (unsigned long long)hits[LANEPOOL__AT_CANCEL],
-         (unsigned long long)hits[LANEPOOL__AT_CLOSE_DISCARD], (unsigned long long)hits[LANEPOOL__AT_SPILL]);
+         (unsigned long long)hits[LANEPOOL__AT_CLOSE_DISCARD], (unsigned long long)hits[LANEPOOL__AT_SPILL],
+         (unsigned long long)hits[LANEPOOL__AT_LEND]);
 }
 
 int main(int argc, char **argv) {
@@ -1057,6 +1276,10 @@ int main(int argc, char **argv) {
       T(test_drain_refuses_outsiders_takes_continuations),
       T(test_cancel_escalates_a_drain),
       T(test_local_submit_stays_on_its_lane),
+      T(test_idle_sync_runs_inline_as_the_lane),
+      T(test_sync_keeps_fifo_and_wakes_for_work_queued_meanwhile),
+      T(test_inline_closure_ending_its_thread_gives_the_lane_back),
+      T(test_inline_sync_is_mutually_exclusive_with_the_lane),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
