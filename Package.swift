@@ -9,10 +9,20 @@ let package = Package(
     .library(name: "CLanePool", targets: ["CLanePool"]),
     .executable(name: "lanepool-bench", targets: ["lanepool-bench"]),
     // For servers: a pool as a swift-service-lifecycle Service, swift-log and
-    // swift-metrics. A separate product, so `LanePool` itself depends on nothing.
+    // swift-metrics. A separate product behind the Server trait, so `LanePool` itself
+    // depends on nothing.
     .library(name: "LanePoolServer", targets: ["LanePoolServer"]),
   ],
+  // Server (on by default) gates the three server packages: a dependent that uses only
+  // LanePool or CLanePool says `traits: []` (or `["NUMA"]`) on its `.package` line and
+  // SwiftPM neither fetches nor builds them. A root build that names traits keeps this
+  // one with `default` (`--traits default,NUMA`).
   traits: [
+    .default(enabledTraits: ["Server"]),
+    .trait(
+      name: "Server",
+      description: "The LanePoolServer product: swift-service-lifecycle, swift-log and swift-metrics. On by default."
+    ),
     .trait(
       name: "NUMA",
       description: "NUMA placement through libnuma (Debian: libnuma-dev). Off by default so the package builds without it."
@@ -40,19 +50,21 @@ let package = Package(
       dependencies: ["CLanePool"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
-    .target(name: "CBenchSupport", path: "Sources/CBenchSupport"),
+    // lanepool-bench's C shim. Named after the package: target names are global across a
+    // package graph, so a generic name would clash with a dependent's own target.
+    .target(name: "LanePoolBenchSupport", path: "Sources/LanePoolBenchSupport"),
     .executableTarget(
       name: "lanepool-bench",
-      dependencies: ["LanePool", "LanePoolServer", "CLanePool", "CBenchSupport"],
+      dependencies: ["LanePool", "LanePoolServer", "CLanePool", "LanePoolBenchSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     .target(
       name: "LanePoolServer",
       dependencies: [
         "LanePool",
-        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        .product(name: "Logging", package: "swift-log"),
-        .product(name: "Metrics", package: "swift-metrics"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
+        .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Server"])),
+        .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Server"])),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
@@ -69,10 +81,10 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     // Raw syscalls the tests use to check LanePool independently of its own code.
-    .target(name: "CTestSupport", path: "Tests/CTestSupport"),
+    .target(name: "LanePoolTestSupport", path: "Tests/LanePoolTestSupport"),
     .testTarget(
       name: "LanePoolTests",
-      dependencies: ["LanePool", "CLanePool", "CTestSupport"],
+      dependencies: ["LanePool", "CLanePool", "LanePoolTestSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
   ]

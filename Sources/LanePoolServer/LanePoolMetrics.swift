@@ -1,3 +1,4 @@
+#if Server  // see ServerTrait.swift
 import Dispatch
 import LanePool
 import Metrics
@@ -112,3 +113,4 @@ private func nanoseconds(_ d: Duration) -> UInt64 {
   let (s, atto) = d.components
   return UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
 }
+#endif  // Server

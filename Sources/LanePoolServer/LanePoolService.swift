@@ -1,3 +1,4 @@
+#if Server  // see ServerTrait.swift
 import Foundation
 import LanePool
 import Logging
@@ -125,3 +126,4 @@ private final class Escalation: @unchecked Sendable {
     }
   }
 }
+#endif  // Server

@@ -1,8 +1,8 @@
-import CBenchSupport
 import CLanePool
 import Dispatch
 import Foundation
 import LanePool
+import LanePoolBenchSupport
 import Synchronization
 
 // MARK: - Statistics

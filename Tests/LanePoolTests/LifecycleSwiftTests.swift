@@ -1,7 +1,7 @@
 import CLanePool
-import CTestSupport
 import Dispatch
 import Foundation
+import LanePoolTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,6 @@
 import CLanePool
-import CTestSupport
 import Foundation
+import LanePoolTestSupport
 import Testing
 
 @testable import LanePool
