@@ -74,26 +74,52 @@ public final class Lane: @unchecked Sendable {
   /// Runs `work` on this lane, after every task submitted before it, and returns its
   /// value; blocks the caller until then.
   ///
+  /// When the lane is idle (parked, nothing queued), `work` runs inline on the calling
+  /// thread, as `DispatchQueue.sync` does on an idle serial queue: the caller takes the
+  /// lane's right to run, so the lane runs nothing else meanwhile, and inside `work`
+  /// ``isCurrent``, ``current`` and an actor's `assumeIsolated` on this lane hold as on
+  /// the lane's thread. Work submitted meanwhile runs after `work` returns. What differs
+  /// from the lane's thread: the thread id and name, the OS priority and CPU placement
+  /// (the caller's), and the stall detector does not watch it. Pass
+  /// `onLaneThread: true` to always run on the lane's own thread (a hand-off, and a
+  /// wake if the lane is parked). No allocation either way.
+  ///
   /// Calling it from a task running on this same lane would wait forever: that stops
   /// the program with a message instead (use `async`, or a different lane).
   /// - Throws: what `work` throws; or ``LanePoolError/shutDown``, ``LanePoolError/full``,
   ///   ``LanePoolError/cancelled`` when the lane did not run it. (It throws rather than
   ///   rethrows because a shut-down pool refuses the task.)
-  public func sync<T>(_ work: () throws -> T) throws -> T {
-    if isCurrent {
-      misuse(
-        "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
-      )
+  @inlinable
+  public func sync<T>(onLaneThread: Bool = false, _ work: () throws -> T) throws -> T {
+    // Inlinable, so the generic part is specialised in the caller (no generic metadata
+    // look-ups per call); the lane call itself is not generic.
+    var value: T? = nil
+    var failure: (any Error)? = nil
+    try _runSync(onLaneThread: onLaneThread) {
+      do { value = try work() } catch { failure = error }
     }
-    var result: Result<T, any Error>?
-    let rc: Int32 = withoutActuallyEscaping(work) { work in
-      let box = SyncBox { result = Result { try work() } }
-      return withExtendedLifetime(box) {
-        lanepool_lane_sync(raw, syncTrampoline, Unmanaged.passUnretained(box).toOpaque())
+    if let failure { throw failure }
+    return value!
+  }
+
+  /// Runs `body` through lanepool_lane_sync_flags. The closure and its context stay on
+  /// the caller's stack (non-escaping): C gets a pointer to the closure value.
+  @usableFromInline
+  func _runSync(onLaneThread: Bool, _ body: () -> Void) throws(LanePoolError) {
+    let flags = onLaneThread ? UInt32(LANEPOOL_SYNC_QUEUED) : 0
+    let rc: Int32 = withoutActuallyEscaping(body) { body in
+      withUnsafePointer(to: body) { p in
+        lanepool_lane_sync_flags(raw, syncTrampoline, UnsafeMutableRawPointer(mutating: p), flags)
       }
     }
-    if rc != 0 { throw LanePoolError(errno: rc) }
-    return try result!.get()
+    if rc != 0 {
+      if rc == Errno.EDEADLK {
+        misuse(
+          "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+        )
+      }
+      throw LanePoolError(errno: rc)
+    }
   }
 
   /// True when the caller is a task running on this lane.
@@ -205,12 +231,7 @@ let taskTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
   Unmanaged<TaskBox>.fromOpaque(ctx!).takeRetainedValue().work()
 }
 
-/// Carries a `sync` closure: the caller keeps it alive while it waits.
-final class SyncBox {
-  let run: () -> Void
-  init(_ run: @escaping () -> Void) { self.run = run }
-}
-
+/// Calls the `sync` closure whose address C passes through (see ``Lane/sync(onLaneThread:_:)``).
 let syncTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
-  Unmanaged<SyncBox>.fromOpaque(ctx!).takeUnretainedValue().run()
+  ctx!.assumingMemoryBound(to: (() -> Void).self).pointee()
 }

@@ -14,7 +14,9 @@ struct Options {
   var probes = 2_000
   var fifoTasks = 400_000
   var json: String? = nil
-  var workloads: Set<String> = ["w1", "w2", "w3", "w4", "w5", "w6", "w7", "floor"]
+  var workloads: Set<String> = ["w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "floor"]
+  var syncCalls = 200_000
+  var pingPongCalls = 200_000
   var compareSpin = false
   var compareMetrics = false
 
@@ -30,6 +32,8 @@ struct Options {
         o.latencySamples = 2_000
         o.probes = 300
         o.fifoTasks = 40_000
+        o.syncCalls = 20_000
+        o.pingPongCalls = 20_000
       case "--tasks": o.tasks = Int(it.next() ?? "") ?? o.tasks
       case "--rounds": o.rounds = max(1, Int(it.next() ?? "") ?? o.rounds)
       case "--probes": o.probes = max(10, Int(it.next() ?? "") ?? o.probes)
@@ -40,7 +44,7 @@ struct Options {
       case "-h", "--help":
         print(
           """
-          usage: lanepool-bench [--quick] [--workloads w1,w2,w3,w4,w5,w6,w7,floor] [--json FILE]
+          usage: lanepool-bench [--quick] [--workloads w1,w2,w3,w4,w5,w6,w7,w8,w9,floor] [--json FILE]
                                 [--tasks N] [--rounds N] [--probes N] [--compare-spin] [--compare-metrics]
           """)
         exit(0)
@@ -258,6 +262,39 @@ if run.contains("w7") {
   header(["after a burst of", "CPU %"], w)
   for s in subjects { print(row([s.name, String(format: "%.3f", res[s.name]!)], w)) }
   json["w7"] = res.mapValues { ["idle_cpu_percent": $0] }
+}
+
+// MARK: W8, W9
+
+if run.contains("w8") {
+  let res = runW8(calls: options.syncCalls, rounds: options.rounds)
+  let gcd = res["GCD serial queue .sync"]!
+  print("")
+  print("W8 sync round trip: \(options.syncCalls) calls that add 1 to a plain counter, median of \(options.rounds) rounds (ns per call);")
+  print("idle: one caller, the lane parked; contended: two threads sync onto the same lane / queue at once")
+  let w = [26, 10, 12, 14, 16]
+  header(["subject", "idle ns", "idle vs GCD", "contended ns", "contended vs GCD"], w)
+  for name in ["GCD serial queue .sync", "LanePool lane.sync", "LanePool C lane_sync", "LanePool, lane thread"] {
+    let r = res[name]!
+    print(row([name, f1(r.idleNsPerCall), ratio(r.idleNsPerCall, gcd.idleNsPerCall), f1(r.contendedNsPerCall), ratio(r.contendedNsPerCall, gcd.contendedNsPerCall)], w))
+  }
+  json["w8"] = Dictionary(uniqueKeysWithValues: res.map { ($0.key, ["idle_ns_per_call": $0.value.idleNsPerCall, "contended_ns_per_call": $0.value.contendedNsPerCall]) })
+}
+
+if run.contains("w9") {
+  var res = runW9(calls: options.pingPongCalls, rounds: options.rounds)
+  if let child = defaultExecutorPingPong(calls: options.pingPongCalls, rounds: options.rounds) {
+    res.append(("LanePool as default executor", child))
+  }
+  let base9 = res.first { $0.0 == "default executor" }!.1.nsPerCall
+  print("")
+  print("W9 actor ping-pong: \(options.pingPongCalls) awaited calls from one actor to another, median of \(options.rounds) rounds")
+  let w = [40, 10, 18, 16]
+  header(["variant", "ns/call", "vs default executor", "lane jobs/call"], w)
+  for (name, r) in res {
+    print(row([name, f1(r.nsPerCall), ratio(r.nsPerCall, base9), r.laneJobsPerCall.map { String(format: "%.2f", $0) } ?? "-"], w))
+  }
+  json["w9"] = Dictionary(uniqueKeysWithValues: res.map { ($0.0, ["ns_per_call": $0.1.nsPerCall, "lane_jobs_per_call": $0.1.laneJobsPerCall ?? -1]) })
 }
 
 if let path = options.json {

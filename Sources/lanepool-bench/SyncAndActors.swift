@@ -1,0 +1,211 @@
+// W8 (sync round trips) and W9 (actor ping-pong): what Swift server code that uses
+// serial queues as locks, or actors on lanes, pays per call.
+import CLanePool
+import Dispatch
+import Foundation
+import LanePool
+import Synchronization
+
+/// Unsynchronised on purpose: only ever touched inside a sync closure (a lane or a
+/// serial queue), which is what makes it safe.
+final class PlainCounter: @unchecked Sendable { var n = 0 }
+
+let cBump: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  Unmanaged<PlainCounter>.fromOpaque(ctx!).takeUnretainedValue().n &+= 1
+}
+
+/// Runs `body(threadIndex)` on `threads` threads at once; wall-clock ns of the slowest.
+func timeThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) -> UInt64 {
+  let start = DispatchSemaphore(value: 0)
+  let done = DispatchGroup()
+  for t in 0..<threads {
+    done.enter()
+    Thread.detachNewThread {
+      start.wait()
+      body(t)
+      done.leave()
+    }
+  }
+  usleep(2_000)
+  let t0 = now()
+  for _ in 0..<threads { start.signal() }
+  done.wait()
+  return now() - t0
+}
+
+struct SyncRow: @unchecked Sendable {
+  // @unchecked: the closures drive thread-safe lanes and queues.
+  let name: String
+  /// Runs `calls` sync round trips that each add 1 to the counter.
+  let calls: (Int, PlainCounter) -> Void
+  /// Fewer calls for the slow (hand-off) rows, so a run stays short.
+  let divisor: Int
+}
+
+struct W8Result: Codable {
+  var idleNsPerCall: Double
+  var contendedNsPerCall: Double
+}
+
+func runW8(calls: Int, rounds: Int) -> [String: W8Result] {
+  let queue = DispatchQueue(label: "bench.w8.serial", qos: .userInitiated)
+  let lane = lanePool.queue(for: .userInitiated, key: "w8")
+  var cLane: OpaquePointer?
+  _ = lanepool_get_lane(cPool, LANEPOOL_QOS_USER_INITIATED, 0, &cLane)
+  let rows: [SyncRow] = [
+    SyncRow(name: "GCD serial queue .sync", calls: { n, c in for _ in 0..<n { queue.sync { c.n &+= 1 } } }, divisor: 1),
+    SyncRow(name: "LanePool lane.sync", calls: { n, c in for _ in 0..<n { try! lane.sync { c.n &+= 1 } } }, divisor: 1),
+    SyncRow(
+      name: "LanePool C lane_sync",
+      calls: { n, c in
+        let ctx = Unmanaged.passUnretained(c).toOpaque()
+        for _ in 0..<n { _ = lanepool_lane_sync(cLane, cBump, ctx) }
+      }, divisor: 1),
+    SyncRow(
+      name: "LanePool, lane thread", calls: { n, c in for _ in 0..<n { try! lane.sync(onLaneThread: true) { c.n &+= 1 } } },
+      divisor: 10),
+  ]
+  var out: [String: W8Result] = [:]
+  for r in rows {
+    let n = max(calls / r.divisor, 100)
+    r.calls(n / 10, PlainCounter())  // warm-up
+    var idle: [Double] = []
+    var contended: [Double] = []
+    for _ in 0..<rounds {
+      let c = PlainCounter()
+      usleep(5_000)  // let the lane park: "idle" means the first call finds it parked
+      let t0 = now()
+      r.calls(n, c)
+      idle.append(Double(now() - t0) / Double(n))
+      precondition(c.n == n, "W8: \(r.name) lost calls")
+      // Contended: two threads sync onto the same lane / queue at once.
+      let c2 = PlainCounter()
+      let ns = timeThreads(2) { _ in r.calls(n / 2, c2) }
+      contended.append(Double(ns) / Double(n / 2 * 2))
+      precondition(c2.n == n / 2 * 2, "W8: \(r.name) lost calls under contention (not exclusive)")
+    }
+    out[r.name] = W8Result(idleNsPerCall: median(idle), contendedNsPerCall: median(contended))
+  }
+  return out
+}
+
+// MARK: - W9: actor ping-pong
+
+actor DefaultPonger {
+  var n = 0
+  func pong() { n &+= 1 }
+}
+
+// Each pinger touches its own state after every await: without that, the optimiser
+// drops the hop back to the pinger (nothing isolated follows it) and the "ping-pong"
+// runs entirely on the ponger's executor.
+actor DefaultPinger {
+  var received = 0
+  func run(_ calls: Int, _ other: DefaultPonger) async {
+    for _ in 0..<calls {
+      await other.pong()
+      received &+= 1
+    }
+  }
+}
+
+actor LanePonger {
+  let lane: Lane
+  var n = 0
+  init(lane: Lane) { self.lane = lane }
+  nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
+  func pong() { n &+= 1 }
+}
+
+actor LanePinger {
+  let lane: Lane
+  init(lane: Lane) { self.lane = lane }
+  nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
+  var received = 0
+  func run(_ calls: Int, _ other: LanePonger) async {
+    for _ in 0..<calls {
+      await other.pong()
+      received &+= 1
+    }
+  }
+}
+
+struct W9Result: Codable {
+  var nsPerCall: Double
+  /// Lane jobs per call (nil: the subject runs no lane jobs).
+  var laneJobsPerCall: Double?
+}
+
+/// Blocks the calling (non-async) thread until `body` finished in a new task.
+func blockOn(_ body: @escaping @Sendable () async -> Void) {
+  let done = DispatchSemaphore(value: 0)
+  Task {
+    await body()
+    done.signal()
+  }
+  done.wait()
+}
+
+func blockOn(preferring executor: any TaskExecutor, _ body: @escaping @Sendable () async -> Void) {
+  let done = DispatchSemaphore(value: 0)
+  Task(executorPreference: executor) {
+    await body()
+    done.signal()
+  }
+  done.wait()
+}
+
+func laneJobs(_ pool: LanePool) -> UInt64 {
+  pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
+}
+
+/// The ping-pong rows: `calls` awaited calls from one actor to another, median of
+/// `rounds`. `extra` adds rows measured elsewhere (the default-executor child process).
+func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
+  let pool = try! LanePool(name: "bench-w9", lanesPerBand: 2, policies: benchPolicies)
+  defer { try? pool.shutdown(discardingQueued: false) }
+  let laneA = pool.lanes(for: .userInitiated)[0]
+  let laneB = pool.lanes(for: .userInitiated)[1]
+  typealias Variant = (name: String, usesLanes: Bool, run: (Int) -> Void)
+  let variants: [Variant] = [
+    ("default executor", false, { n in
+      let a = DefaultPinger(), b = DefaultPonger()
+      blockOn { await a.run(n, b) }
+    }),
+    ("both actors on one lane", true, { n in
+      let a = LanePinger(lane: laneA), b = LanePonger(lane: laneA)
+      blockOn { await a.run(n, b) }
+    }),
+    ("actors on two lanes", true, { n in
+      let a = LanePinger(lane: laneA), b = LanePonger(lane: laneB)
+      blockOn { await a.run(n, b) }
+    }),
+    ("default actors, task prefers the pool", true, { n in
+      let a = DefaultPinger(), b = DefaultPonger()
+      blockOn(preferring: pool) { await a.run(n, b) }
+    }),
+    ("default actors, task prefers one lane", true, { n in
+      let a = DefaultPinger(), b = DefaultPonger()
+      blockOn(preferring: laneA) { await a.run(n, b) }
+    }),
+  ]
+  var out: [(String, W9Result)] = []
+  for v in variants {
+    v.run(max(calls / 10, 100))  // warm-up
+    var ns: [Double] = []
+    var jobs: [Double] = []
+    for _ in 0..<rounds {
+      let j0 = laneJobs(pool)
+      let t0 = now()
+      v.run(calls)
+      ns.append(Double(now() - t0) / Double(calls))
+      jobs.append(Double(laneJobs(pool) - j0) / Double(calls))
+    }
+    out.append((v.name, W9Result(nsPerCall: median(ns), laneJobsPerCall: v.usesLanes ? median(jobs) : nil)))
+  }
+  return out
+}
+
+/// "LanePool as default executor" needs a process of its own (the default executor is
+/// chosen once per process): not measured yet.
+func defaultExecutorPingPong(calls: Int, rounds: Int) -> W9Result? { nil }
