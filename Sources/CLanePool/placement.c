@@ -10,8 +10,12 @@
 #endif
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,30 +59,78 @@ static bool contains(const int *xs, uint32_t n, int x) {
   return false;
 }
 
-/* The machine's topology from libnuma, restricted to nothing: nodes with their CPUs.
- * Caller frees with lanepool__topology_free. ENOTSUP without libnuma. */
+#ifdef LANEPOOL_HAVE_NUMA
+/* Parses a sysfs CPU list ("0-2,5"); stores up to `max` CPUs, returns how many were
+ * stored, or -1 on a malformed list. */
+static int parse_cpulist(const char *s, int *out, int max) {
+  int n = 0;
+  while (*s && *s != '\n') {
+    char *end;
+    long a = strtol(s, &end, 10), b;
+    if (end == s || a < 0) return -1;
+    b = a;
+    s = end;
+    if (*s == '-') {
+      b = strtol(s + 1, &end, 10);
+      if (end == s + 1 || b < a) return -1;
+      s = end;
+    }
+    for (long c = a; c <= b && n < max; c++) out[n++] = (int)c;
+    if (*s == ',') s++;
+    else if (*s && *s != '\n') return -1;
+  }
+  return n;
+}
+
+/* A node's online CPUs as sysfs tells them now. libnuma's numa_node_to_cpus (and so
+ * numa_node_of_cpu) caches each node's CPU mask on first use and never reads it again:
+ * a CPU that was offline then and came back later is missing from it for the life of
+ * the process (seen on a real kernel: scripts/vm-test, offline step). */
+static int node_cpus_now(int node, int *out, int max) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  return parse_cpulist(buf, out, max);
+}
+#endif
+
+/* The machine's topology: the nodes libnuma lets us allocate on, each with the CPUs
+ * sysfs lists for it now (online ones). Caller frees with lanepool__topology_free.
+ * ENOTSUP without libnuma. */
 int lanepool__machine_topology(lanepool__topology *out) {
 #ifdef LANEPOOL_HAVE_NUMA
   if (numa_available() < 0) return ENOTSUP;
   int max_node = numa_max_node();
-  int ncpus = numa_num_configured_cpus();
-  if (max_node < 0 || ncpus <= 0) return ENOTSUP;
+  if (max_node < 0) return ENOTSUP;
   out->node_count = 0;
   out->nodes = calloc((size_t)max_node + 1, sizeof *out->nodes);
-  if (!out->nodes) return ENOMEM;
+  int *cpus = calloc(CPU_SETSIZE, sizeof *cpus);
+  if (!out->nodes || !cpus) {
+    free(cpus);
+    lanepool__topology_free(out);
+    return ENOMEM;
+  }
   for (int node = 0; node <= max_node; node++) {
     if (!numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node)) continue;
+    int n = node_cpus_now(node, cpus, CPU_SETSIZE);
+    if (n < 0) n = 0; /* no CPU list: a node without CPUs, dropped by the plan */
     lanepool__topo_node *tn = &out->nodes[out->node_count];
     tn->node = node;
-    tn->cpus = calloc((size_t)ncpus, sizeof(int));
+    tn->cpus = calloc(n ? (size_t)n : 1, sizeof(int));
     if (!tn->cpus) {
+      free(cpus);
       lanepool__topology_free(out);
       return ENOMEM;
     }
-    for (int cpu = 0; cpu < ncpus; cpu++)
-      if (numa_node_of_cpu(cpu) == node) tn->cpus[tn->cpu_count++] = cpu;
+    memcpy(tn->cpus, cpus, (size_t)n * sizeof(int));
+    tn->cpu_count = (uint32_t)n;
     out->node_count++;
   }
+  free(cpus);
   return 0;
 #else
   (void)out;
@@ -291,12 +343,45 @@ void lanepool__free_on_node(void *p, size_t bytes, bool numa_owned) {
   free(p);
 }
 
-/* The node a CPU belongs to, for lane info; -1 when unknown. */
+/* The node a CPU belongs to, for lane info; -1 when unknown. Read from the CPU's
+ * sysfs folder (its nodeN entry), which stays while the CPU is offline, and kept: a
+ * present CPU never changes node. Not numa_node_of_cpu: its cache loses a CPU that
+ * was offline when it was filled (see node_cpus_now). */
+#ifdef LANEPOOL_HAVE_NUMA
+static _Atomic int cpu_node_cache[CPU_SETSIZE]; /* node + 1; 0: not read yet */
+
+static int node_of_cpu_sysfs(int cpu) {
+  char path[64];
+  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d", cpu);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int node = -1;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    if (strncmp(e->d_name, "node", 4) != 0) continue;
+    long n = strtol(e->d_name + 4, &end, 10);
+    if (end != e->d_name + 4 && *end == 0 && n >= 0 && n < INT_MAX) {
+      node = (int)n;
+      break;
+    }
+  }
+  closedir(d);
+  return node;
+}
+#endif
+
 int lanepool__node_of_cpu(int cpu) {
 #ifdef LANEPOOL_HAVE_NUMA
-  if (cpu >= 0 && numa_available() >= 0) return numa_node_of_cpu(cpu);
+  if (cpu < 0 || numa_available() < 0) return -1;
+  if (cpu >= CPU_SETSIZE) return node_of_cpu_sysfs(cpu);
+  int cached = atomic_load_explicit(&cpu_node_cache[cpu], memory_order_relaxed);
+  if (cached > 0) return cached - 1;
+  int node = node_of_cpu_sysfs(cpu);
+  if (node >= 0) atomic_store_explicit(&cpu_node_cache[cpu], node + 1, memory_order_relaxed);
+  return node;
 #else
   (void)cpu;
-#endif
   return -1;
+#endif
 }
