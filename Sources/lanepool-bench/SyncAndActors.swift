@@ -207,5 +207,59 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
 }
 
 /// "LanePool as default executor" needs a process of its own (the default executor is
-/// chosen once per process): not measured yet.
-func defaultExecutorPingPong(calls: Int, rounds: Int) -> W9Result? { nil }
+/// chosen once per process): this re-runs the bench binary with
+/// `--w9-default-executor-child`, which installs LanePool first thing and runs the
+/// default-actor ping-pong there.
+func defaultExecutorPingPong(calls: Int, rounds: Int) -> W9Result? {
+  let p = Process()
+  p.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+  p.arguments = ["--w9-default-executor-child", "\(calls)", "\(rounds)"]
+  let pipe = Pipe()
+  p.standardOutput = pipe
+  do { try p.run() } catch { return nil }
+  let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+  p.waitUntilExit()
+  guard p.terminationStatus == 0,
+    let line = out.split(separator: "\n").first(where: { $0.hasPrefix("W9CHILD ") })
+  else {
+    FileHandle.standardError.write(Data("W9: the default-executor child failed:\n\(out)\n".utf8))
+    return nil
+  }
+  let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+  guard f.count == 2 else { return nil }
+  return W9Result(nsPerCall: f[0], laneJobsPerCall: f[1])
+}
+
+/// The child's side: LanePool is already the default executor (main.swift installs it
+/// before anything else when it sees the flag).
+func defaultExecutorChild(calls: Int, rounds: Int) -> Never {
+  let pool = LanePool.default
+  // Check that tasks really run on lanes, of the band their priority names.
+  let onLane = DispatchSemaphore(value: 0)
+  nonisolated(unsafe) var band: QoS? = nil
+  Task(priority: .utility) {
+    band = Lane.current?.qos
+    onLane.signal()
+  }
+  onLane.wait()
+  guard band == .utility else {
+    print("W9CHILD-ERROR a Task(priority: .utility) ran on \(band.map { "\($0)" } ?? "no lane")")
+    exit(1)
+  }
+  let run = { (n: Int) in
+    let a = DefaultPinger(), b = DefaultPonger()
+    blockOn { await a.run(n, b) }
+  }
+  run(max(calls / 10, 100))
+  var ns: [Double] = []
+  var jobs: [Double] = []
+  for _ in 0..<rounds {
+    let j0 = laneJobs(pool)
+    let t0 = now()
+    run(calls)
+    ns.append(Double(now() - t0) / Double(calls))
+    jobs.append(Double(laneJobs(pool) - j0) / Double(calls))
+  }
+  print("W9CHILD \(median(ns)) \(median(jobs))")
+  exit(0)
+}

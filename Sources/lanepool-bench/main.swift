@@ -6,6 +6,13 @@ import Foundation
 import LanePool
 import LanePoolServer
 
+// W9's "LanePool as default executor" row runs in a child process of its own: the
+// default executor must be installed before anything else touches concurrency.
+if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--w9-default-executor-child" {
+  try LanePool.installAsDefaultExecutor()
+  defaultExecutorChild(calls: Int(CommandLine.arguments[2])!, rounds: Int(CommandLine.arguments[3])!)
+}
+
 struct Options {
   var quick = false
   var tasks = 1_000_000

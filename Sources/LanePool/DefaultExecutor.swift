@@ -1,0 +1,125 @@
+@_spi(ExperimentalCustomExecutors) import _Concurrency
+internal import CLanePool
+import Dispatch
+import Foundation
+
+// MARK: - LanePool as the process's default executor (experimental)
+
+extension LanePool {
+  /// **Experimental.** Makes the default pool (``LanePool/default``) the process's
+  /// default executor: after this call every `Task {}`, `Task.detached {}`, child
+  /// task, nonisolated async function and default actor runs on its lanes, the job's
+  /// priority choosing the band (`TaskPriority.high` / `.userInitiated` ->
+  /// userInitiated, `.medium` -> default, `.low` / `.utility` -> utility,
+  /// `.background` -> background, unspecified -> default). The main actor stays on
+  /// the platform's main executor.
+  ///
+  /// Call it once, as the first statement of `main` (top-level code, or the start of
+  /// an `@main` type's synchronous `main()`), so that every task runs on lanes. A later
+  /// call works too, for what is enqueued after it: jobs already queued on Swift's
+  /// own global executor finish there. `configuration` sizes and places the default
+  /// pool as ``configureDefault(_:)`` does (nil: as configured before, or the
+  /// environment, or min(allowed CPUs, CPU quota) lanes per band); it is refused
+  /// once the default pool exists. (In top-level code, `Task {}` inherits the main
+  /// actor and runs there; `Task.detached {}` and tasks started from other code run
+  /// on lanes.)
+  ///
+  /// ```swift
+  /// import LanePool
+  /// try LanePool.installAsDefaultExecutor()
+  /// // from here on, Task { } runs on lanes
+  /// ```
+  ///
+  /// Built on the Swift runtime's experimental SPI `_createExecutors(factory:)`
+  /// (`@_spi(ExperimentalCustomExecutors)`, Swift 6.3): it may change or go away in a
+  /// later toolchain, and this call with it. The pool is the default pool: it never
+  /// shuts down, so no job is ever refused.
+  ///
+  /// - Throws: what ``configureDefault(_:)`` and ``makeDefault()`` throw (then
+  ///   nothing changed); ``LanePoolError`` with code ``LanePoolError/Code/notPermitted``
+  ///   (errno EALREADY) when this was called before.
+  public static func installAsDefaultExecutor(configuration: Configuration? = nil) throws(LanePoolError) {
+    try DefaultExecutorInstall.shared.install(configuration)
+  }
+
+  /// True once ``installAsDefaultExecutor(configuration:)`` succeeded.
+  public static var isDefaultExecutor: Bool { DefaultExecutorInstall.shared.installed }
+}
+
+/// The one-time installation: guarded by a lock, so two callers cannot both install.
+private final class DefaultExecutorInstall: @unchecked Sendable {
+  // @unchecked: `state` is guarded by `lock`.
+  static let shared = DefaultExecutorInstall()
+  private let lock = NSLock()  // NSLock: ThreadSanitizer sees it
+  private var state = 0  // 0 not installed, 1 installed
+
+  var installed: Bool { lock.withLock { state == 1 } }
+
+  func install(_ configuration: LanePool.Configuration?) throws(LanePoolError) {
+    let outcome: Result<Void, LanePoolError> = lock.withLock {
+      if state == 1 {
+        return .failure(LanePoolError(code: .notPermitted, errno: Errno.EALREADY, message: "LanePool is already the default executor"))
+      }
+      do throws(LanePoolError) {
+        if let configuration { try LanePool.configureDefault(configuration) }
+        let pool = try LanePool.makeDefault()
+        LanePoolExecutorFactory.pool = pool
+        LanePoolExecutorFactory.executor = DefaultLaneExecutor(pool: pool)
+      } catch {
+        return .failure(error)
+      }
+      _createExecutors(factory: LanePoolExecutorFactory.self)
+      state = 1
+      return .success(())
+    }
+    try outcome.get()
+  }
+}
+
+/// The factory handed to the runtime. Its executors are set before it is handed over.
+enum LanePoolExecutorFactory: ExecutorFactory {
+  nonisolated(unsafe) static var pool: LanePool? = nil
+  nonisolated(unsafe) static var executor: DefaultLaneExecutor? = nil
+
+  static var mainExecutor: any MainExecutor { PlatformExecutorFactory.mainExecutor }
+  static var defaultExecutor: any TaskExecutor { executor! }
+}
+
+/// The default executor's role over the default pool: jobs run as the generic
+/// executor's jobs (as on Swift's own global executor), not as task-executor jobs, so
+/// default actors keep the runtime's cheap actor-to-actor switching and tasks get no
+/// executor preference they did not ask for.
+final class DefaultLaneExecutor: TaskExecutor, @unchecked Sendable {
+  // @unchecked: `pool` is a let and thread-safe.
+  let pool: LanePool
+  init(pool: LanePool) { self.pool = pool }
+
+  func enqueue(_ job: consuming ExecutorJob) {
+    let qos = QoS(jobPriority: job.priority.rawValue)
+    let unownedJob = UnownedJob(job)
+    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    // As LanePool's own TaskExecutor role: a job enqueued from a lane of its band stays
+    // there while that lane has nothing queued.
+    let rc = lanepool_async_flags(
+      pool.core.raw, qos.c, genericJobTrampoline, ctx,
+      UInt32(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL))
+    if rc != 0 {
+      // The default pool never shuts down; a refusal means a hard-capacity ring was
+      // full on both picks. Run it on Dispatch's global queue rather than drop it.
+      DispatchQueue.global().async { unownedJob.runSynchronously(on: genericExecutor) }
+    }
+  }
+}
+
+/// The generic executor (no isolation), the executor the runtime's global executor
+/// runs jobs on: an executor reference of all zeroes.
+let genericExecutor: UnownedSerialExecutor = {
+  precondition(MemoryLayout<UnownedSerialExecutor>.size == 2 * MemoryLayout<UInt>.size)
+  return unsafeBitCast((UInt(0), UInt(0)), to: UnownedSerialExecutor.self)
+}()
+
+/// Runs a default-executor job on its lane, as a generic-executor job.
+let genericJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  let job = unsafeBitCast(ctx!, to: UnownedJob.self)
+  job.runSynchronously(on: genericExecutor)
+}
