@@ -292,7 +292,9 @@ static void test_cancel_releases_cross_lane_sync(void) {
     CHECK_RC(lanepool_lane_async(b, sleep_task, (void *)(uintptr_t)30), 0);
     for (int i = 0; i < 100; i++) lanepool_lane_async(b, noop, NULL);
     CHECK_RC(lanepool_lane_async(a, sync_onto_other_lane, &c), 0);
-    sleep_ms(5);
+    /* Handshake, not a sleep: wait until A's task has queued its sync on B (B's 102nd
+     * accepted task; white-box, internal.h), or finished it (inline, if B idled). */
+    while (lanepool__lane_accepted(b) < 102 && !atomic_load(&c.done)) sleep_ms(1);
     reset_counts();
     CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
     CHECK(atomic_load(&c.done) == 1);
