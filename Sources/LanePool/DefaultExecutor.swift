@@ -63,7 +63,6 @@ private final class DefaultExecutorInstall: @unchecked Sendable {
       do throws(LanePoolError) {
         if let configuration { try LanePool.configureDefault(configuration) }
         let pool = try LanePool.makeDefault()
-        LanePoolExecutorFactory.pool = pool
         LanePoolExecutorFactory.executor = DefaultLaneExecutor(pool: pool)
       } catch {
         return .failure(error)
@@ -76,10 +75,15 @@ private final class DefaultExecutorInstall: @unchecked Sendable {
   }
 }
 
-/// The factory handed to the runtime. Its executors are set before it is handed over.
+/// The factory handed to the runtime. Its executor is set (under the lock) before the
+/// factory is handed over; the runtime reads it through the same lock.
 enum LanePoolExecutorFactory: ExecutorFactory {
-  nonisolated(unsafe) static var pool: LanePool? = nil
-  nonisolated(unsafe) static var executor: DefaultLaneExecutor? = nil
+  private static let lock = NSLock()
+  nonisolated(unsafe) private static var _executor: DefaultLaneExecutor? = nil
+  static var executor: DefaultLaneExecutor? {
+    get { lock.withLock { _executor } }
+    set { lock.withLock { _executor = newValue } }
+  }
 
   static var mainExecutor: any MainExecutor { PlatformExecutorFactory.mainExecutor }
   static var defaultExecutor: any TaskExecutor { executor! }
