@@ -445,6 +445,20 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  *  lanepool_async does. What the Swift pool executor uses for task jobs. */
 #define LANEPOOL_SUBMIT_LOCAL 2u
 
+/**
+ * Submits fn(ctxs[0]) ... fn(ctxs[count - 1]) to `lane`, in that order, as one batch:
+ * one claim on the ring per run of free cells (one CAS for the whole batch when it
+ * fits), the rest appended to the overflow list in one step, and one wake check for
+ * the lane. FIFO holds with single submits: the batch runs after every task submitted
+ * to the lane before the call and before every task submitted after it returns.
+ * *accepted (if not NULL) is set to how many were accepted: always a prefix of
+ * `ctxs`. Returns 0 when all were; otherwise the error for the first refused one:
+ * EAGAIN (hard capacity: the ring is full), ESHUTDOWN, ENOMEM, EOWNERDEAD; EINVAL
+ * (NULL lane or fn, or NULL ctxs with count > 0). An empty batch returns 0.
+ */
+LANEPOOL_API int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn,
+                                          void *const *ctxs, size_t count, size_t *accepted);
+
 /** As lanepool_lane_async, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
  *  an unknown flag. */
 LANEPOOL_API int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,

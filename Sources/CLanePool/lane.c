@@ -150,10 +150,11 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
 
 /* ---- the overflow list ------------------------------------------------------ */
 
-/* 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. Keeps FIFO: once the list is
- * non-empty every producer appends here until the lane has emptied it (see
- * lanepool__lane_push). */
-static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
+/* Appends fn(ctxs[0..n-1]), in order, in one critical section. 0, ENOMEM, ESHUTDOWN,
+ * LANEPOOL__RING_OWN_ONLY (all or nothing). Keeps FIFO: once the list is non-empty
+ * every producer appends here until the lane has emptied it (see lanepool__lane_push). */
+static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, uint64_t n,
+                        bool own) {
   pthread_mutex_lock(&lane->spill_lock);
   int refused = lane->spill_intake == LANEPOOL__INTAKE_CLOSED                ? ESHUTDOWN
                 : lane->spill_intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
@@ -163,29 +164,35 @@ static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own
     return refused;
   }
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
-  if (len == lane->spill_cap) {
-    uint64_t ncap = lane->spill_cap ? lane->spill_cap * 2 : 256;
-    lanepool__task *n = malloc(ncap * sizeof *n);
-    if (!n) {
+  if (len + n > lane->spill_cap) {
+    uint64_t ncap = lane->spill_cap ? lane->spill_cap : 256;
+    while (ncap < len + n) ncap *= 2;
+    lanepool__task *nb = malloc(ncap * sizeof *nb);
+    if (!nb) {
       pthread_mutex_unlock(&lane->spill_lock);
       return ENOMEM;
     }
     for (uint64_t i = 0; i < len; i++)
-      n[i] = lane->spill[(lane->spill_head + i) % lane->spill_cap];
+      nb[i] = lane->spill[(lane->spill_head + i) % lane->spill_cap];
     free(lane->spill);
-    lane->spill = n;
+    lane->spill = nb;
     lane->spill_cap = ncap;
     lane->spill_head = 0;
   }
-  lane->spill[(lane->spill_head + len) % lane->spill_cap] = (lanepool__task){fn, ctx};
+  for (uint64_t i = 0; i < n; i++)
+    lane->spill[(lane->spill_head + len + i) % lane->spill_cap] = (lanepool__task){fn, ctxs[i]};
   LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
   /* release: pairs with the drain scan's acquire (lanepool__lane_accepted). */
-  atomic_fetch_add_explicit(&lane->spill_in, 1, memory_order_release);
+  atomic_fetch_add_explicit(&lane->spill_in, n, memory_order_release);
   /* seq_cst: ordered before the `sleeping` load in lanepool__lane_push. */
-  atomic_fetch_add_explicit(&lane->spill_count, 1, memory_order_seq_cst);
+  atomic_fetch_add_explicit(&lane->spill_count, n, memory_order_seq_cst);
   pthread_mutex_unlock(&lane->spill_lock);
-  atomic_fetch_add_explicit(&lane->overflowed, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&lane->overflowed, n, memory_order_relaxed);
   return 0;
+}
+
+static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
+  return spill_push_n(lane, fn, &ctx, 1, own);
 }
 
 typedef enum { SPILL_EMPTY, SPILL_TOOK, SPILL_RING_FIRST } spill_result;
@@ -246,6 +253,30 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool o
     rc = lanepool__is_own_lane(lane->pool) ? push_once(lane, fn, ctx, true) : ESHUTDOWN;
   if (rc == 0) wake_if_parked(lane);
   return rc;
+}
+
+/* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
+ * the overflow list in one critical section, one wake check at the end. */
+static int lane_push_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, uint64_t n,
+                          bool own, uint64_t *accepted) {
+  uint64_t done = 0;
+  int rc = 0;
+  while (done < n) {
+    if (lane->hard_capacity || atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
+      uint64_t k = 0;
+      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, n - done, own, &k);
+      if (rc == 0) {
+        done += k;
+        continue;
+      }
+      if (rc != EAGAIN || lane->hard_capacity) break;
+    }
+    rc = spill_push_n(lane, fn, ctxs + done, n - done, own);
+    if (rc == 0) done = n;
+    break;
+  }
+  *accepted = done;
+  return done == n ? 0 : rc;
 }
 
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane) {
@@ -569,6 +600,26 @@ int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
   return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+}
+
+int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                             size_t count, size_t *accepted) {
+  if (accepted) *accepted = 0;
+  if (!lane || !fn || (!ctxs && count)) return EINVAL;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  uint64_t done = 0;
+  int rc = lane_push_many(lane, fn, ctxs, count, false, &done);
+  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0)) {
+    /* The pool drains: only its own lanes may still add work. */
+    uint64_t more = 0;
+    rc = lanepool__is_own_lane(lane->pool)
+             ? lane_push_many(lane, fn, ctxs + done, count - done, true, &more)
+             : ESHUTDOWN;
+    done += more;
+  }
+  if (done) wake_if_parked(lane);
+  if (accepted) *accepted = (size_t)done;
+  return rc;
 }
 
 int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,

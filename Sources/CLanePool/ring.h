@@ -126,6 +126,54 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
   }
 }
 
+/* Claims up to `n` consecutive cells with one CAS and publishes fn(ctxs[i]) in them, in
+ * order. *pushed = how many (a prefix of ctxs); 0 is returned whenever *pushed > 0, and
+ * the caller decides what to do with the rest. Otherwise as lanepool__ring_push: EAGAIN
+ * (no free cell), ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. The free cells form a prefix
+ * from the tail (the consumer frees cells in order), so the largest k whose last cell
+ * is free is found by a binary search on cell sequence numbers. */
+static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
+                                        uint64_t n, bool own, uint64_t *pushed) {
+  *pushed = 0;
+  if (n == 0) return 0;
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  for (;;) {
+    if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
+    if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
+    uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
+    int64_t first = (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq,
+                                                   memory_order_acquire) - pos);
+    if (first < 0) return EAGAIN;
+    if (first > 0) { /* another producer claimed pos: look again */
+      t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+      continue;
+    }
+    /* cell pos is free; find the largest k <= min(n, capacity) with cell pos+k-1 free */
+    uint64_t lo = 1, hi = n < r->mask + 1 ? n : r->mask + 1;
+    while (lo < hi) {
+      uint64_t mid = lo + (hi - lo + 1) / 2;
+      uint64_t at = pos + mid - 1;
+      uint64_t seq = atomic_load_explicit(&r->slots[at & r->mask].seq, memory_order_acquire);
+      if (seq == at) lo = mid;
+      else hi = mid - 1;
+    }
+    uint64_t k = lo;
+    /* seq_cst, as in ring_push; the flags ride along unchanged. */
+    if (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + k, memory_order_seq_cst,
+                                               memory_order_relaxed))
+      continue;
+    LANEPOOL_INJECT(LANEPOOL__AT_CLAIM_PUBLISH); /* claimed, not yet published */
+    for (uint64_t i = 0; i < k; i++) {
+      lanepool__slot *slot = &r->slots[(pos + i) & r->mask];
+      slot->fn = fn;
+      slot->ctx = ctxs[i];
+      atomic_store_explicit(&slot->seq, pos + i + 1, memory_order_release);
+    }
+    *pushed = k;
+    return 0;
+  }
+}
+
 /* Consumer only. true and *out if the head cell is published. */
 static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *out) {
   uint64_t pos = r->head;

@@ -104,12 +104,22 @@ typedef struct {
   lanepool_lane_t *lane;
   long accepted;
   atomic_int *go;
+  bool batches; /* submit batches of 1...16 (lanepool_lane_async_many) */
 } producer_arg;
 
 static void *producer(void *p) {
   producer_arg *a = p;
   while (!atomic_load(a->go)) sched_yield();
-  for (;;) {
+  void *ctxs[16] = {0};
+  for (unsigned i = 0;; i++) {
+    if (a->batches) {
+      size_t accepted = 0;
+      int rc = lanepool_lane_async_many(a->lane, count_task, ctxs, i % 16 + 1, &accepted);
+      a->accepted += (long)accepted; /* a prefix, even when rc says why the rest was not */
+      if (rc == ESHUTDOWN) break;
+      if (rc != 0 && rc != EAGAIN) { fprintf(stderr, "producer: %s\n", strerror(rc)); break; }
+      continue;
+    }
     int rc = lanepool_lane_async(a->lane, count_task, NULL);
     if (rc == 0) a->accepted++;
     else if (rc == ESHUTDOWN) break;
@@ -148,7 +158,7 @@ static int cancel_round(unsigned producers, unsigned run_ms) {
   producer_arg pa[16];
   syncer_arg sa = {.lane = lane, .go = &go};
   for (unsigned i = 0; i < producers; i++) {
-    pa[i] = (producer_arg){.lane = lane, .go = &go};
+    pa[i] = (producer_arg){.lane = lane, .go = &go, .batches = i % 3 == 2};
     pthread_create(&th[i], NULL, producer, &pa[i]);
   }
   pthread_create(&st, NULL, syncer, &sa);
@@ -844,6 +854,114 @@ static void test_inline_sync_is_mutually_exclusive_with_the_lane(void) {
 }
 
 /* ================================================================================
+ * Batch submit (issue 14): one claim per batch, FIFO with single submits, a prefix
+ * accepted when a hard-capacity lane fills, nothing lost.
+ * ================================================================================ */
+
+enum { BATCH_PRODUCERS = 4, BATCH_PER = 30000 };
+static uint64_t batch_next[BATCH_PRODUCERS]; /* touched on the lane only */
+static atomic_long batch_bad, batch_ran;
+static void batch_task(void *ctx) {
+  uint64_t v = (uint64_t)(uintptr_t)ctx, id = v >> 32, seq = v & 0xffffffffu;
+  if (id >= BATCH_PRODUCERS || seq != batch_next[id]) atomic_fetch_add(&batch_bad, 1);
+  else batch_next[id] = seq + 1;
+  atomic_fetch_add(&batch_ran, 1);
+}
+
+typedef struct {
+  lanepool_lane_t *lane;
+  uint64_t id;
+  int err;
+} batch_arg;
+
+static void *batch_producer(void *p) {
+  batch_arg *a = p;
+  void *ctxs[100];
+  for (uint64_t s = 0; s < BATCH_PER;) {
+    if (a->id % 2 == 0) { /* single submits */
+      int rc = lanepool_lane_async(a->lane, batch_task, (void *)(uintptr_t)(a->id << 32 | s));
+      if (rc) { a->err = rc; return NULL; }
+      s++;
+      continue;
+    }
+    uint64_t n = s % 100 + 1;
+    if (n > BATCH_PER - s) n = BATCH_PER - s;
+    for (uint64_t i = 0; i < n; i++) ctxs[i] = (void *)(uintptr_t)(a->id << 32 | (s + i));
+    size_t accepted = 0;
+    int rc = lanepool_lane_async_many(a->lane, batch_task, ctxs, n, &accepted);
+    if (rc || accepted != n) { a->err = rc ? rc : -1; return NULL; }
+    s += n;
+  }
+  return NULL;
+}
+
+static void test_batch_submit_is_fifo_and_exactly_once(void) {
+  begin("batch_submit_is_fifo_and_exactly_once", 60);
+  memset(batch_next, 0, sizeof batch_next);
+  atomic_store(&batch_bad, 0);
+  atomic_store(&batch_ran, 0);
+  /* ring 64: most batches find it full and go on to the overflow list */
+  lanepool_t *p = make_pool("batch", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  pthread_t th[BATCH_PRODUCERS];
+  batch_arg a[BATCH_PRODUCERS];
+  for (uint64_t i = 0; i < BATCH_PRODUCERS; i++) {
+    a[i] = (batch_arg){.lane = l, .id = i};
+    pthread_create(&th[i], NULL, batch_producer, &a[i]);
+  }
+  for (int i = 0; i < BATCH_PRODUCERS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(a[i].err == 0);
+  }
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&batch_bad) == 0);
+  CHECK(atomic_load(&batch_ran) == BATCH_PRODUCERS * BATCH_PER);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(l, &info), 0);
+  CHECK(info.overflowed > 0); /* the overflow path was taken too */
+  /* refused after shutdown, nothing accepted */
+  void *one[2] = {NULL, NULL};
+  size_t accepted = 99;
+  CHECK_RC(lanepool_lane_async_many(l, noop, one, 2, &accepted), ESHUTDOWN);
+  CHECK(accepted == 0);
+  CHECK_RC(lanepool_lane_async_many(l, NULL, one, 2, &accepted), EINVAL);
+  CHECK_RC(lanepool_lane_async_many(l, noop, NULL, 2, &accepted), EINVAL);
+  CHECK_RC(lanepool_lane_async_many(l, noop, NULL, 0, NULL), 0); /* empty: nothing to refuse */
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+static void test_batch_on_full_hard_capacity_lane_takes_a_prefix(void) {
+  begin("batch_on_full_hard_capacity_lane_takes_a_prefix", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  atomic_store(&in_gate, 0);
+  lanepool_t *p = make_pool("batchh", 1, 8, 1);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  hold_lane(l); /* the lane runs the gate task: all 8 cells are free */
+  void *ctxs[20] = {0};
+  size_t accepted = 0;
+  CHECK_RC(lanepool_lane_async_many(l, count_task, ctxs, 20, &accepted), EAGAIN);
+  CHECK(accepted == 8);
+  CHECK_RC(lanepool_lane_async_many(l, count_task, ctxs, 3, &accepted), EAGAIN);
+  CHECK(accepted == 0);
+  atomic_store(&gate, 1);
+  for (int i = 0; i < 5000 && atomic_load(&ran) < 8; i++) sleep_ms(1);
+  CHECK_RC(lanepool_lane_sync(l, noop, NULL), 0); /* the lane is empty again */
+  CHECK(atomic_load(&ran) == 8); /* exactly the accepted prefix ran */
+  /* a cancel hands accepted batch tasks to discard: ran + discarded == accepted */
+  atomic_store(&gate, 0);
+  hold_lane(l);
+  CHECK_RC(lanepool_lane_async_many(l, count_task, ctxs, 5, &accepted), 0);
+  CHECK(accepted == 5);
+  pthread_t opener;
+  pthread_create(&opener, NULL, open_gate_later, (void *)(uintptr_t)20);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
+  pthread_join(opener, NULL);
+  CHECK(atomic_load(&ran) - 8 + atomic_load(&discarded) == 5);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
  * Case 10: a huge timeout waits, it does not wrap.
  * ================================================================================ */
 
@@ -1282,6 +1400,8 @@ int main(int argc, char **argv) {
       T(test_sync_keeps_fifo_and_wakes_for_work_queued_meanwhile),
       T(test_inline_closure_ending_its_thread_gives_the_lane_back),
       T(test_inline_sync_is_mutually_exclusive_with_the_lane),
+      T(test_batch_submit_is_fifo_and_exactly_once),
+      T(test_batch_on_full_hard_capacity_lane_takes_a_prefix),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -1,6 +1,7 @@
 /*
  * ring_test.c - unit test of the header-only task ring (Sources/CLanePool/ring.h):
- * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, many producers with
+ * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, many producers (single
+ * pushes and batches) with
  * one consumer, and a claimed-but-unpublished cell waited for by ring_wait_cell.
  * Prints "ok - name" / "FAIL - name: why" per test, then "N passed, M failed".
  */
@@ -147,6 +148,7 @@ enum { PRODUCERS = 8, PER_PRODUCER = 200000, MP_CAPACITY = 1024, SEQ_BITS = 24 }
 struct mp_producer {
   lanepool__ring *r;
   uint64_t id;
+  bool batches; /* push with lanepool__ring_push_n, batches of 1...37 */
   const char *err;
 };
 
@@ -158,6 +160,26 @@ struct mp_consumer {
 
 static void *mp_produce(void *arg) {
   struct mp_producer *p = arg;
+  if (p->batches) {
+    void *ctxs[37];
+    for (uint64_t s = 0; s < PER_PRODUCER;) {
+      uint64_t n = s % 37 + 1;
+      if (n > PER_PRODUCER - s) n = PER_PRODUCER - s;
+      for (uint64_t i = 0; i < n; i++) ctxs[i] = as_ctx(p->id << SEQ_BITS | (s + i));
+      uint64_t pushed = 0;
+      int rc = lanepool__ring_push_n(p->r, task_fn, ctxs, n, false, &pushed);
+      if (rc == EAGAIN) {
+        sched_yield();
+        continue;
+      }
+      if (rc != 0 || pushed == 0 || pushed > n) {
+        p->err = "push_n returned neither a prefix nor EAGAIN";
+        return NULL;
+      }
+      s += pushed; /* the rest of the batch goes next, in order */
+    }
+    return NULL;
+  }
   for (uint64_t s = 0; s < PER_PRODUCER; s++) {
     int rc;
     while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), false)) == EAGAIN)
@@ -202,6 +224,8 @@ static void *mp_consume(void *arg) {
   return NULL;
 }
 
+static bool mp_batches;
+
 static const char *multi_producer_sum_body(lanepool__ring *r) {
   static struct mp_producer prod[PRODUCERS];
   static struct mp_consumer cons;
@@ -211,7 +235,9 @@ static const char *multi_producer_sum_body(lanepool__ring *r) {
   REQUIRE(pthread_create(&ct, NULL, mp_consume, &cons) == 0, "pthread_create (consumer) failed");
   int started = 0;
   for (; started < PRODUCERS; started++) {
-    prod[started] = (struct mp_producer){.r = r, .id = (uint64_t)started, .err = NULL};
+    /* with mp_batches, every other producer pushes batches, beside single pushes */
+    prod[started] = (struct mp_producer){
+        .r = r, .id = (uint64_t)started, .batches = mp_batches && started % 2 == 1, .err = NULL};
     if (pthread_create(&pt[started], NULL, mp_produce, &prod[started]) != 0) break;
   }
   for (int i = 0; i < started; i++) pthread_join(pt[i], NULL);
@@ -227,6 +253,47 @@ static const char *multi_producer_sum_body(lanepool__ring *r) {
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == (uint64_t)PRODUCERS * PER_PRODUCER,
           "tail is not the total push count");
   REQUIRE(lanepool__ring_depth(r) == 0, "depth not 0 at the end");
+  return NULL;
+}
+
+static const char *multi_producer_batches_sum_body(lanepool__ring *r) {
+  mp_batches = true;
+  const char *err = multi_producer_sum_body(r);
+  mp_batches = false;
+  return err;
+}
+
+/* ---- push_n: a prefix when the ring has less room, FIFO with single pushes ---- */
+static const char *push_n_takes_a_prefix_body(lanepool__ring *r) {
+  void *ctxs[12];
+  for (uint64_t i = 0; i < 12; i++) ctxs[i] = as_ctx(100 + i);
+  uint64_t pushed = 99;
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 0, false, &pushed) == 0 && pushed == 0,
+          "an empty batch is not 0 with 0 pushed");
+  for (uint64_t i = 0; i < 5; i++)
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "setup push failed");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 12, false, &pushed) == 0 && pushed == 3,
+          "push_n into 3 free cells of 8 did not take exactly 3");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, 9, false, &pushed) == EAGAIN && pushed == 0,
+          "push_n into a full ring is not EAGAIN");
+  REQUIRE(pop_is(r, 0) && pop_is(r, 1), "pops failed");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, 9, false, &pushed) == 0 && pushed == 2,
+          "push_n after two pops did not take 2");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(7), false) == EAGAIN, "ring should be full");
+  for (uint64_t i = 2; i < 5; i++) REQUIRE(pop_is(r, i), "single pushes out of order");
+  for (uint64_t i = 0; i < 5; i++) REQUIRE(pop_is(r, 100 + i), "batch out of order");
+  /* wraps: a batch across the end of the slot array */
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 8, false, &pushed) == 0 && pushed == 8,
+          "a full-capacity batch across the wrap was not taken whole");
+  for (uint64_t i = 0; i < 8; i++) REQUIRE(pop_is(r, 100 + i), "wrapped batch out of order");
+  lanepool__ring_close(r, LANEPOOL__OWN_ONLY);
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, false, &pushed) == LANEPOOL__RING_OWN_ONLY,
+          "OWN_ONLY did not refuse a batch from outside");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, true, &pushed) == 0 && pushed == 2,
+          "OWN_ONLY refused an own batch");
+  lanepool__ring_close(r, LANEPOOL__CLOSED);
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, true, &pushed) == ESHUTDOWN && pushed == 0,
+          "CLOSED did not refuse a batch");
   return NULL;
 }
 
@@ -294,6 +361,8 @@ int main(void) {
   run("closed_refuses", 8, closed_refuses_body);
   run("own_only_admits_own", 8, own_only_admits_own_body);
   run("multi_producer_sum", MP_CAPACITY, multi_producer_sum_body);
+  run("multi_producer_batches_sum", MP_CAPACITY, multi_producer_batches_sum_body);
+  run("push_n_takes_a_prefix", 8, push_n_takes_a_prefix_body);
   run("claimed_cell_is_waited_for", 8, claimed_cell_is_waited_for_body);
   printf("%d passed, %d failed\n", passed, failed);
   return failed > 0;
