@@ -5,6 +5,9 @@ let package = Package(
   name: "LanePool",
   products: [
     .library(name: "LanePool", targets: ["LanePool"]),
+    // YYDispatchQueuePool, LaneQueue and the GCD/Foundation QoS conversions, kept out of
+    // LanePool so that it imports no Foundation. Re-exports LanePool.
+    .library(name: "LanePoolDispatch", targets: ["LanePoolDispatch"]),
     // The C core alone, for C/C++ targets (and the micro-benchmarks) built with SwiftPM.
     .library(name: "CLanePool", targets: ["CLanePool"]),
     .executable(name: "lanepool-bench", targets: ["lanepool-bench"]),
@@ -32,6 +35,8 @@ let package = Package(
     .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+    // Tests only: LanePoolServerTests check the documented Prometheus buckets with it.
+    .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
   ],
   targets: [
     // The C core. Its one public header is the top-level include/lanepool.h, reached
@@ -48,6 +53,11 @@ let package = Package(
     .target(
       name: "LanePool",
       dependencies: ["CLanePool"],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
+    .target(
+      name: "LanePoolDispatch",
+      dependencies: ["LanePool"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     // lanepool-bench's C shim. Named after the package: target names are global across a
@@ -77,6 +87,7 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"),
         .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "MetricsTestKit", package: "swift-metrics"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
@@ -84,7 +95,7 @@ let package = Package(
     .target(name: "LanePoolTestSupport", path: "Tests/LanePoolTestSupport"),
     .testTarget(
       name: "LanePoolTests",
-      dependencies: ["LanePool", "CLanePool", "LanePoolTestSupport"],
+      dependencies: ["LanePool", "LanePoolDispatch", "CLanePool", "LanePoolTestSupport"],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
   ]

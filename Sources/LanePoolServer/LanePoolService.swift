@@ -3,20 +3,35 @@ import Foundation
 import LanePool
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 extension LanePool.Configuration {
-  /// Sends the pool's log lines to `logger`: the priority settings the kernel refused
-  /// (one warning per pool, at creation) and stalled lanes (one warning per stall).
-  /// Never called on the hot path.
+  /// Sends the pool's own log lines to `logger`, with the pool's name in the metadata
+  /// key `lanepool.pool`: the priority settings the kernel refused and a lane that could
+  /// not be placed (one warning each per pool, at creation), and a pool released
+  /// without a shutdown. These lines are written by the C core (or the Swift facade) as
+  /// finished sentences, so their text is the message.
+  ///
+  /// Stalls are not among them: ``LanePoolService`` reports each stall twice, a
+  /// warning when it starts and a notice when it ends, with the lane, its band and the
+  /// durations in metadata. The core's own stall line is left out here, so that a
+  /// stall is not warned twice; without a running ``LanePoolService`` a stall shows only
+  /// in ``LaneInfo/stalledFor`` and ``LaneInfo/stalls``. Never called on the hot path.
   public mutating func log(to logger: Logger) {
     let name = self.name
     logHandler = { level, message in
+      if message.contains(coreStallPhrase) { return }
       logger.log(
         level: level == .warning ? .warning : .info, "\(message)",
         metadata: ["lanepool.pool": "\(name)"])
     }
   }
 }
+
+/// Part of the C core's stall line (Sources/CLanePool/timer.c, check_stalls), which
+/// ``LanePool/Configuration/log(to:)`` leaves to ``LanePoolService``. The server tests
+/// run a real stall through both, so a change of that text fails them.
+let coreStallPhrase = " has been running one task for over "
 
 /// A pool as a swift-service-lifecycle `Service`: `run()` waits for graceful shutdown,
 /// then drains the pool (every accepted task runs, the lanes are joined) and returns;
@@ -25,7 +40,25 @@ extension LanePool.Configuration {
 /// drains (say ServiceGroup's `maximumGracefulShutdownDuration` ran out), the drain
 /// escalates to a cancel: the lanes finish the tasks they are running, the rest is
 /// discarded, and `run()` throws `CancellationError` promptly, so a
-/// `maximumCancellationDuration` is kept. Either way it logs one summary.
+/// `maximumCancellationDuration` is kept. Either way it logs one summary, with the
+/// counts in metadata:
+///
+/// | message | level | metadata |
+/// |---|---|---|
+/// | `lanepool shut down gracefully` | info | `lanepool.pool`, `lanepool.tasks_run`, `lanepool.tasks_discarded` (0) |
+/// | `lanepool cancelled` | notice | the same |
+/// | `lanepool cancelled while draining` | notice | the same |
+/// | `lanepool lane stalled` | warning | `lanepool.pool`, `lanepool.lane`, `lanepool.qos`, `lanepool.running_seconds` |
+/// | `lanepool lane stall ended` | notice | `lanepool.pool`, `lanepool.lane`, `lanepool.qos`, `lanepool.stalled_seconds` |
+///
+/// While it runs (draining included) it watches the pool's stall detector (a pool
+/// made with ``LanePool/Configuration/stallThreshold``): every `stallCheckInterval` it
+/// reads each lane's ``LaneInfo``, and logs a stall once when it is first seen and once
+/// when the stalled task has returned. `lanepool.running_seconds` is how long the task
+/// had run when seen; `lanepool.stalled_seconds` how long it ran in all, to within one
+/// check interval. A stall that started and ended between two checks is logged as one
+/// such pair with `lanepool.stalls` saying how many it stands for. `tasks_run` counts
+/// every task the lanes ran, a ``LanePoolMetrics`` probe included.
 ///
 /// ```swift
 /// let pool = try LanePool(configuration: config)
@@ -34,23 +67,51 @@ extension LanePool.Configuration {
 /// try await group.run()
 /// ```
 public struct LanePoolService: Service {
+  /// The pool this service drains or cancels.
   public let pool: LanePool
   let logger: Logger
+  /// Time between two looks at the lanes' stall state; nil: stalls are not logged.
+  public let stallCheckInterval: Duration?
 
-  public init(pool: LanePool, logger: Logger) {
+  /// A service for `pool` that logs its summary and stalls to `logger`. The pool must
+  /// not be shut down by anyone else while the service runs.
+  public init(pool: LanePool, logger: Logger, stallCheckInterval: Duration? = .milliseconds(250)) {
     self.pool = pool
     self.logger = logger
+    self.stallCheckInterval = stallCheckInterval
   }
 
+  /// Runs until graceful shutdown (then drains the pool and returns) or cancellation
+  /// (then cancels the pool and throws `CancellationError`); see ``LanePoolService``.
   public func run() async throws {
+    let watch = StallWatch(pool: pool, logger: logger)
+    do {
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        if let every = stallCheckInterval {
+          group.addTask {
+            while !Task.isCancelled {
+              watch.check()
+              try? await Task.sleep(for: every)
+            }
+          }
+        }
+        defer { group.cancelAll() }
+        try await lifecycle()
+      }
+    } catch {
+      watch.check()  // a stall the shutdown ended
+      throw error
+    }
+    watch.check()
+  }
+
+  private func lifecycle() async throws {
     do {
       try await gracefulShutdown()
     } catch {
       // Cancelled: stop at once, hand back what was queued.
       let discarded = await Self.cancel(pool)
-      logger.notice(
-        "lanepool '\(pool.name)' cancelled: \(tasksRun) tasks run, \(discarded) queued tasks discarded",
-        metadata: ["lanepool.pool": "\(pool.name)"])
+      logger.notice("lanepool cancelled", metadata: summary(discarded: discarded))
       throw CancellationError()
     }
     // Drain; if this task is cancelled meanwhile, a cancelling shutdown started from
@@ -63,17 +124,20 @@ public struct LanePoolService: Service {
       escalation.start(pool)
     }
     if let discarded = await escalation.result() {
-      logger.notice(
-        "lanepool '\(pool.name)' cancelled while draining: \(tasksRun) tasks run, \(discarded) queued tasks discarded",
-        metadata: ["lanepool.pool": "\(pool.name)"])
+      logger.notice("lanepool cancelled while draining", metadata: summary(discarded: discarded))
       throw CancellationError()
     }
-    logger.info(
-      "lanepool '\(pool.name)' shut down gracefully: \(tasksRun) tasks run, none discarded",
-      metadata: ["lanepool.pool": "\(pool.name)"])
+    logger.info("lanepool shut down gracefully", metadata: summary(discarded: 0))
   }
 
-  private var tasksRun: UInt64 { pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted } }
+  private func summary(discarded: Int) -> Logger.Metadata {
+    let run = pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
+    return [
+      "lanepool.pool": "\(pool.name)",
+      "lanepool.tasks_run": .stringConvertible(run),
+      "lanepool.tasks_discarded": .stringConvertible(discarded),
+    ]
+  }
 
   /// A cancelling shutdown, on a fresh thread: it blocks until the lanes are joined,
   /// which must not hold a thread of the cooperative pool.
@@ -82,6 +146,71 @@ public struct LanePoolService: Service {
       Thread { c.resume(returning: (try? pool.shutdown(discardingQueued: true)) ?? 0) }.start()
     }
   }
+}
+
+/// Turns the stall detector's per-lane state into two log lines per stall.
+final class StallWatch: Sendable {
+  private struct Seen {
+    var stalls: UInt64 = 0  // stalls accounted for
+    // The stall warned about and not yet ended: the lane's executed count then (it
+    // moves when the stalled task returns) and when the task started.
+    var open: (executed: UInt64, since: ContinuousClock.Instant)?
+  }
+
+  private let pool: LanePool
+  private let logger: Logger
+  private let lanes: [Lane]
+  private let seen: Mutex<[Seen]>
+
+  init(pool: LanePool, logger: Logger) {
+    self.pool = pool
+    self.logger = logger
+    self.lanes = pool.allLanes
+    self.seen = Mutex(lanes.map { Seen(stalls: $0.info.stalls) })
+  }
+
+  /// One look at every lane. Calls run one at a time.
+  func check() {
+    seen.withLock { seen in
+      for (k, lane) in lanes.enumerated() {
+        let info = lane.info
+        let now = ContinuousClock.now
+        if let open = seen[k].open, info.tasksExecuted != open.executed || info.stalls != seen[k].stalls {
+          logger.notice(
+            "lanepool lane stall ended",
+            metadata: metadata(lane, ["lanepool.stalled_seconds": seconds(now - open.since)]))
+          seen[k].open = nil
+        }
+        guard info.stalls != seen[k].stalls else { continue }
+        let current: UInt64 = info.isStalled ? 1 : 0
+        let missed = info.stalls &- seen[k].stalls &- current
+        if missed > 0 && missed < UInt64.max / 2 {
+          // Started and ended between two looks: one pair for them all.
+          logger.warning("lanepool lane stalled", metadata: metadata(lane, ["lanepool.stalls": .stringConvertible(missed)]))
+          logger.notice("lanepool lane stall ended", metadata: metadata(lane, ["lanepool.stalls": .stringConvertible(missed)]))
+        }
+        if let running = info.stalledFor {
+          logger.warning(
+            "lanepool lane stalled", metadata: metadata(lane, ["lanepool.running_seconds": seconds(running)]))
+          seen[k].open = (info.tasksExecuted, now - running)
+        }
+        seen[k].stalls = info.stalls
+      }
+    }
+  }
+
+  private func metadata(_ lane: Lane, _ extra: Logger.Metadata) -> Logger.Metadata {
+    var m: Logger.Metadata = [
+      "lanepool.pool": "\(pool.name)", "lanepool.lane": "\(lane.name)", "lanepool.qos": "\(lane.qos)",
+    ]
+    m.merge(extra) { _, new in new }
+    return m
+  }
+}
+
+private func seconds(_ d: Duration) -> Logger.MetadataValue {
+  let (s, atto) = d.components
+  return .stringConvertible(Double(s) + Double(atto) / 1e18)
 }
 
 /// The cancelling shutdown a cancelled drain starts: at most one, its count once done.

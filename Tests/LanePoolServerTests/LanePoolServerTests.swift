@@ -4,26 +4,36 @@ import LanePoolServer
 import Logging
 import Metrics
 import MetricsTestKit
+import Prometheus
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Synchronization
 import Testing
 
+/// One captured log record: level, message, and metadata (the handler's and the call's).
+struct Record: Sendable {
+  let level: Logger.Level
+  let message: String
+  let metadata: [String: String]
+  subscript(_ key: String) -> String? { metadata[key] }
+}
+
 /// Captures log records in memory.
 final class CapturedLogs: @unchecked Sendable {
   // @unchecked: `records` is guarded by `lock`.
   private let lock = NSLock()
-  private var records: [(Logger.Level, String)] = []
-  func append(_ level: Logger.Level, _ message: String) {
+  private var records: [Record] = []
+  func append(_ r: Record) {
     lock.lock()
-    records.append((level, message))
+    records.append(r)
     lock.unlock()
   }
-  var all: [(Logger.Level, String)] {
+  var all: [Record] {
     lock.lock()
     defer { lock.unlock() }
     return records
   }
+  func with(_ message: String) -> [Record] { all.filter { $0.message == message } }
 }
 
 struct CapturingHandler: LogHandler {
@@ -34,7 +44,13 @@ struct CapturingHandler: LogHandler {
     get { metadata[key] }
     set { metadata[key] = newValue }
   }
-  func log(event: LogEvent) { sink.append(event.level, event.message.description) }
+  func log(event: LogEvent) {
+    let merged = metadata.merging(event.metadata ?? [:]) { _, call in call }
+    sink.append(
+      Record(
+        level: event.level, message: event.message.description,
+        metadata: merged.mapValues { "\($0)" }))
+  }
 }
 
 func capturingLogger() -> (Logger, CapturedLogs) {
@@ -48,18 +64,21 @@ final class Count: Sendable {
   var n: Int { value.load(ordering: .acquiring) }
 }
 
-func waitUntil(_ seconds: Double = 30, _ cond: () -> Bool) -> Bool {
-  let end = Date().addingTimeInterval(seconds)
+/// Polls `cond` every millisecond for up to `seconds`, sleeping as a task: a test that
+/// blocked its thread instead could hold one of the cooperative pool's two threads (on
+/// a 2-CPU machine) that the service under test needs.
+func eventually(_ seconds: Double = 30, _ cond: () -> Bool) async -> Bool {
+  let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
   while !cond() {
-    if Date() > end { return false }
-    usleep(1000)
+    if ContinuousClock.now > end { return false }
+    try? await Task.sleep(for: .milliseconds(1))
   }
   return true
 }
 
 @Suite("LanePoolServer: lifecycle, logging, metrics")
 struct LanePoolServerTests {
-  @Test("graceful shutdown drains the pool and run() returns, with a summary log")
+  @Test("graceful shutdown drains the pool and run() returns, with a summary log whose counts are metadata")
   func gracefulShutdownDrains() async throws {
     let (logger, logs) = capturingLogger()
     let pool = try LanePool(name: "svc1", lanesPerBand: 1)
@@ -74,7 +93,12 @@ struct LanePoolServerTests {
     }
     #expect(ran.n == 500)
     #expect(pool.isShutDown)
-    #expect(logs.all.contains { $0.0 == .info && $0.1.contains("shut down gracefully") && $0.1.contains("500 tasks run") })
+    let summary = logs.with("lanepool shut down gracefully")
+    #expect(summary.count == 1)
+    #expect(summary.first?.level == .info)
+    #expect(summary.first?["lanepool.pool"] == "svc1")
+    #expect(summary.first?["lanepool.tasks_run"] == "500")
+    #expect(summary.first?["lanepool.tasks_discarded"] == "0")
   }
 
   @Test("cancellation cancels the pool: queued tasks are released without running")
@@ -89,52 +113,113 @@ struct LanePoolServerTests {
     let task = Task { try await LanePoolService(pool: pool, logger: logger).run() }
     try await Task.sleep(for: .milliseconds(20))
     task.cancel()
-    #expect(waitUntil { pool.isShutDown })  // the cancelling shutdown has begun
+    #expect(await eventually { pool.isShutDown })  // the cancelling shutdown has begun
     gate.signal()  // the running task finishes; the 100 behind it are discarded
     await #expect(throws: CancellationError.self) { try await task.value }
     #expect(ran.n == 0)
     #expect(pool.isShutDown)
-    #expect(logs.all.contains { $0.0 == .notice && $0.1.contains("100 queued tasks discarded") })
+    let summary = logs.with("lanepool cancelled")
+    #expect(summary.count == 1)
+    #expect(summary.first?.level == .notice)
+    #expect(summary.first?["lanepool.pool"] == "svc2")
+    #expect(summary.first?["lanepool.tasks_run"] == "1")  // the gate task
+    #expect(summary.first?["lanepool.tasks_discarded"] == "100")
   }
 
-  @Test("priority refusals and stalls reach the Logger")
-  func loggerBridge() async throws {
+  @Test("a stall is logged once when it starts and once when it ends, its values in metadata")
+  func stallLoggedAtStartAndEnd() async throws {
     let (logger, logs) = capturingLogger()
     var c = LanePool.Configuration()
     c.name = "svc3"
     c.lanesPerBand = 1
-    c.stallThreshold = .milliseconds(10)
+    c.stallThreshold = .milliseconds(10)  // the core looks every 5 ms
     c.log(to: logger)
+    // Also keep what the core itself says, to show its stall line is not forwarded.
+    let core = Mutex<[String]>([])
+    let bridge = c.logHandler!
+    c.logHandler = { level, line in
+      core.withLock { $0.append(line) }
+      bridge(level, line)
+    }
     let pool = try LanePool(configuration: c)
-    let gate = DispatchSemaphore(value: 0)
-    try pool.queue(for: .utility).async { gate.wait() }
-    #expect(waitUntil { logs.all.contains { $0.0 == .warning && $0.1.contains("svc3-ut-0") } })
-    gate.signal()
-    try await pool.shutdownGracefully()
+    let service = LanePoolService(pool: pool, logger: logger, stallCheckInterval: .milliseconds(2))
+    let lane = pool.queue(for: .utility)
+    try await testGracefulShutdown { trigger in
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await service.run() }
+        for round in 1...2 {
+          let gate = DispatchSemaphore(value: 0)
+          try lane.async { gate.wait() }
+          #expect(await eventually { logs.with("lanepool lane stalled").count == round })
+          // Stuck for 100 ms more: 50 checks by the service, 20 by the core, one warning.
+          try await Task.sleep(for: .milliseconds(100))
+          #expect(logs.with("lanepool lane stalled").count == round)
+          #expect(logs.with("lanepool lane stall ended").count == round - 1)
+          gate.signal()
+          #expect(await eventually { logs.with("lanepool lane stall ended").count == round })
+          try await Task.sleep(for: .milliseconds(50))
+          #expect(logs.with("lanepool lane stall ended").count == round)
+        }
+        trigger.triggerGracefulShutdown()
+        try await group.waitForAll()
+      }
+    }
+    let started = logs.with("lanepool lane stalled")
+    let ended = logs.with("lanepool lane stall ended")
+    #expect(started.count == 2)
+    #expect(ended.count == 2)
+    for r in started + ended {
+      #expect(r["lanepool.pool"] == "svc3")
+      #expect(r["lanepool.lane"] == "svc3-ut-0")
+      #expect(r["lanepool.qos"] == "utility")
+    }
+    for r in started {
+      #expect(r.level == .warning)
+      #expect((r["lanepool.running_seconds"].flatMap(Double.init) ?? 0) >= 0.010)
+    }
+    for r in ended {
+      #expect(r.level == .notice)
+      let s = r["lanepool.stalled_seconds"].flatMap(Double.init) ?? 0
+      #expect(s >= 0.100 && s < 30, "stalled_seconds = \(s)")
+    }
+    // The core said it twice; the Logger got the service's lines only.
+    #expect(core.withLock { $0 }.filter { $0.contains("svc3-ut-0") && $0.contains("running one task") }.count == 2)
+    #expect(!logs.all.contains { $0.message.contains("running one task") })
+    #expect(logs.all.filter { $0.level == .warning }.count == 2)
+    #expect(pool.lanes(for: .utility)[0].info.stalls == 2)
   }
 
-  @Test("metrics: tasks executed, queue depth, queue wait, run time and busy ratio per band")
+  @Test("metrics: tasks executed, queue depth, queue wait, busy time and busy ratio per band")
   func metricsSampled() async throws {
     let metrics = TestMetrics()
     let pool = try LanePool(name: "svc4", lanesPerBand: 2)
     let collector = LanePoolMetrics(pool: pool, interval: .milliseconds(10), factory: metrics)
-    for _ in 0..<1_000 { try pool.async(qos: .userInitiated) {} }
-    for lane in pool.lanes(for: .userInitiated) { try lane.sync {} }
+    let done = Count()
+    for _ in 0..<1_000 { try pool.async(qos: .userInitiated) { done.bump() } }
+    #expect(await eventually { done.n == 1_000 })
     collector.sample()
     let dims = [("pool", "svc4"), ("qos", "userInitiated")]
-    // 1,000 tasks plus the two syncs, counted once. A lane counts a task after it
-    // returns, and a sync's caller may wake (and sample) before that: sample again
-    // until the count is in.
-    #expect(waitUntil {
+    // 1,000 tasks, counted once. A lane counts a task after it returns, so the last
+    // may not be in yet: sample again until it is. (No sync here: a sync that finds
+    // its lane idle runs inline, on the caller's thread, and is not a task the lane
+    // ran.)
+    let executed = try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims)
+    #expect(await eventually {
       collector.sample()
-      return (try? metrics.expectCounter("lanepool_tasks_executed_total", dims).totalValue) ?? 0 >= 1_002
+      return executed.totalValue >= 1_000
     })
-    collector.sample()  // the probes of the first pass have run by now
-    let wait = try metrics.expectTimer("lanepool_queue_wait", dims)
-    #expect(waitUntil { wait.values.count >= 2 })
-    #expect(try metrics.expectTimer("lanepool_task_run_time", dims).values.count >= 1)
-    #expect(try metrics.expectGauge("lanepool_queue_depth", dims).lastValue != nil)
-    #expect(try metrics.expectGauge("lanepool_busy_ratio", dims).lastValue != nil)
+    let wait = try metrics.expectTimer(LanePoolMetrics.Label.queueWait, dims)
+    #expect(await eventually {
+      collector.sample()
+      return wait.values.count >= 2
+    })
+    // The probes ran and were sampled many times over: still exactly the pool's tasks.
+    #expect(executed.totalValue == 1_000)
+    // Nanoseconds to the backend (a Timer), a real wait: above zero, under 10 s.
+    #expect(wait.values.allSatisfy { $0 > 0 && $0 < 10_000_000_000 })
+    #expect(try metrics.expectGauge(LanePoolMetrics.Label.queueDepth, dims).lastValue != nil)
+    let ratio = try metrics.expectGauge(LanePoolMetrics.Label.busyRatio, dims)
+    #expect(ratio.values.allSatisfy { $0 >= 0 && $0 <= 1 })
     // As a Service: stops at graceful shutdown.
     try await testGracefulShutdown { trigger in
       try await withThrowingTaskGroup(of: Void.self) { group in
@@ -144,6 +229,94 @@ struct LanePoolServerTests {
         try await group.waitForAll()
       }
     }
+    try await pool.shutdownGracefully()
+  }
+
+  @Test("metrics: the sampler's own probes are not counted as tasks executed")
+  func noSelfCounting() async throws {
+    let metrics = TestMetrics()
+    let pool = try LanePool(name: "svc5", lanesPerBand: 1)
+    let collector = LanePoolMetrics(pool: pool, factory: metrics)
+    let dims = { (qos: QoS) in [("pool", "svc5"), ("qos", "\(qos)")] }
+    let waits = try QoS.allCases.map { try metrics.expectTimer(LanePoolMetrics.Label.queueWait, dims($0)) }
+    // 30 passes over an idle pool, each after the previous pass's probes ran: 150
+    // probes in all, 30 per band (the issue saw "30 tasks run" here).
+    for pass in 1...30 {
+      collector.sample()
+      #expect(await eventually { waits.allSatisfy { $0.values.count == pass } })
+    }
+    collector.sample()
+    for qos in QoS.allCases {
+      #expect(try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims(qos)).totalValue == 0)
+    }
+    // Real tasks still count, exactly, however often the sampler looks.
+    let done = Count()
+    for _ in 0..<8 { try pool.async(qos: .utility) { done.bump() } }
+    #expect(await eventually { done.n == 8 })
+    let utility = try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims(.utility))
+    #expect(await eventually {
+      collector.sample()
+      return utility.totalValue >= 8
+    })
+    for _ in 0..<20 {
+      collector.sample()
+      try await Task.sleep(for: .milliseconds(1))
+    }
+    #expect(utility.totalValue == 8)
+    try await pool.shutdownGracefully()
+  }
+
+  @Test("metrics with swift-prometheus: seconds in the names and values; the documented sub-millisecond buckets")
+  func prometheusBuckets() async throws {
+    let registry = PrometheusCollectorRegistry()
+    var factory = PrometheusMetricsFactory(registry: registry)
+    factory.durationHistogramBuckets[LanePoolMetrics.Label.queueWait] = LanePoolMetrics.queueWaitBuckets
+    // Known waits through the same label: 30 us, 300 us, 3 ms, 30 ms.
+    let known = Metrics.Timer(label: LanePoolMetrics.Label.queueWait, dimensions: [("pool", "known")], factory: factory)
+    for us in [30, 300, 3_000, 30_000] { known.recordMicroseconds(us) }
+    let defaults = PrometheusMetricsFactory(registry: registry)
+    let coarse = Metrics.Timer(label: "coarse_seconds", factory: defaults)
+    for us in [30, 300, 3_000, 30_000] { coarse.recordMicroseconds(us) }
+
+    let pool = try LanePool(name: "svc6", lanesPerBand: 1)
+    let collector = LanePoolMetrics(pool: pool, factory: factory)
+    let done = Count()
+    for _ in 0..<6 { try pool.async(qos: .utility) { usleep(20_000); done.bump() } }  // 120 ms of work
+    #expect(await eventually { done.n == 6 })
+    for _ in 0..<10 {
+      collector.sample()
+      try await Task.sleep(for: .milliseconds(5))
+    }
+    #expect(await eventually {
+      collector.sample()
+      return (value(registry, LanePoolMetrics.Label.busyTime, #"qos="utility""#) ?? 0) >= 0.1
+    })
+    let text = registry.emitToString()
+
+    // Known waits: one per bucket with the documented buckets, three in the first of
+    // the defaults (5 ms).
+    let fine = buckets(text, LanePoolMetrics.Label.queueWait, #"pool="known""#)
+    #expect(fine.map(\.le) == LanePoolMetrics.queueWaitBuckets.map(seconds))
+    #expect(fine.first { $0.le == 0.00005 }?.count == 1)
+    #expect(fine.first { $0.le == 0.0005 }?.count == 2)
+    #expect(fine.first { $0.le == 0.005 }?.count == 3)
+    #expect(fine.first { $0.le == 0.05 }?.count == 4)
+    #expect(buckets(text, "coarse_seconds", "").first.map { ($0.le, $0.count) } ?? (0, 0) == (0.005, 3))
+
+    // The pool's own series: the same buckets; every probe counted; busy time in seconds.
+    let sampled = buckets(text, LanePoolMetrics.Label.queueWait, #"pool="svc6",qos="utility""#)
+    #expect(sampled.map(\.le) == LanePoolMetrics.queueWaitBuckets.map(seconds))
+    #expect((sampled.last?.count ?? 0) >= 10)
+    let busy = value(registry, LanePoolMetrics.Label.busyTime, #"pool="svc6",qos="utility""#) ?? 0
+    #expect(busy >= 0.1 && busy < 10, "busy seconds: \(busy)")
+    // Six tasks, once the lane has counted them; probes never.
+    let executed = { value(registry, LanePoolMetrics.Label.tasksExecuted, #"pool="svc6",qos="utility""#) }
+    #expect(await eventually {
+      collector.sample()
+      return executed() == 6
+    })
+    for _ in 0..<5 { collector.sample() }
+    #expect(executed() == 6)
     try await pool.shutdownGracefully()
   }
 
@@ -187,15 +360,38 @@ func escalationCheck() async -> String? {
   await group.triggerGracefulShutdown()
   _ = try? await run.value  // CancellationError from the escalated service is expected
   guard pool.isShutDown else { return "the pool is not shut down" }
-  let lines = logs.all.map(\.1)
-  guard let line = lines.first(where: { $0.contains("cancelled while draining") }) else {
-    return "no escalation logged: \(lines)"
+  guard let line = logs.with("lanepool cancelled while draining").first else {
+    return "no escalation logged: \(logs.all.map(\.message))"
   }
-  // "... N tasks run, M queued tasks discarded"
-  let words = line.split(separator: " ")
-  guard let at = words.firstIndex(of: "queued"), at > 0, let discarded = Int(words[at - 1]) else {
-    return "cannot read the discarded count: \(line)"
+  guard let discarded = line["lanepool.tasks_discarded"].flatMap(Int.init) else {
+    return "no discarded count in the metadata: \(line.metadata)"
   }
-  guard discarded > 0 else { return "nothing was discarded: \(line)" }
+  guard discarded > 0 else { return "nothing was discarded: \(line.metadata)" }
+  return nil
+}
+
+private func seconds(_ d: Duration) -> Double {
+  let (s, atto) = d.components
+  return Double(s) + Double(atto) / 1e18
+}
+
+/// The `le` buckets of a histogram series in Prometheus' text format, +Inf last as
+/// `.infinity`, with their cumulative counts. `labels` must occur in the series' labels.
+private func buckets(_ text: String, _ name: String, _ labels: String) -> [(le: Double, count: Int)] {
+  text.split(separator: "\n").compactMap { line -> (Double, Int)? in
+    guard line.hasPrefix(name + "_bucket{"), labels.isEmpty || line.contains(labels),
+      let leStart = line.range(of: #"le=""#), let close = line.range(of: "\"}", range: leStart.upperBound..<line.endIndex)
+    else { return nil }
+    let le = String(line[leStart.upperBound..<close.lowerBound])
+    guard let count = Int(line[close.upperBound...].trimmingCharacters(in: .whitespaces)) else { return nil }
+    return (le == "+Inf" ? .infinity : Double(le) ?? .nan, count)
+  }.filter { $0.le != .infinity }
+}
+
+/// The value of a counter or gauge series whose labels contain `labels`.
+private func value(_ registry: PrometheusCollectorRegistry, _ name: String, _ labels: String) -> Double? {
+  for line in registry.emitToString().split(separator: "\n") where line.hasPrefix(name + "{") && line.contains(labels) {
+    return line.split(separator: " ").last.flatMap { Double($0) }
+  }
   return nil
 }
