@@ -16,7 +16,7 @@ extension LanePool.Configuration {
   /// warning when it starts and a notice when it ends, with the lane, its band and the
   /// durations in metadata. The core's own stall line is left out here, so that a
   /// stall is not warned twice; without a running ``LanePoolService`` a stall shows only
-  /// in ``LaneInfo/stalledFor`` and ``LaneInfo/stalls``. Never called on the hot path.
+  /// in `LaneInfo.stalledFor` and `LaneInfo.stalls`. Never called on the hot path.
   public mutating func log(to logger: Logger) {
     let name = self.name
     logHandler = { level, message in
@@ -52,8 +52,8 @@ let coreStallPhrase = " has been running one task for over "
 /// | `lanepool lane stall ended` | notice | `lanepool.pool`, `lanepool.lane`, `lanepool.qos`, `lanepool.stalled_seconds` |
 ///
 /// While it runs (draining included) it watches the pool's stall detector (a pool
-/// made with ``LanePool/Configuration/stallThreshold``): every `stallCheckInterval` it
-/// reads each lane's ``LaneInfo``, and logs a stall once when it is first seen and once
+/// made with `LanePool.Configuration.stallThreshold`): every `stallCheckInterval` it
+/// reads each lane's `LaneInfo`, and logs a stall once when it is first seen and once
 /// when the stalled task has returned. `lanepool.running_seconds` is how long the task
 /// had run when seen; `lanepool.stalled_seconds` how long it ran in all, to within one
 /// check interval. A stall that started and ended between two checks is logged as one
