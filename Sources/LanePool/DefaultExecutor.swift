@@ -1,7 +1,6 @@
 @_spi(ExperimentalCustomExecutors) import _Concurrency
 internal import CLanePool
 import Dispatch
-import Foundation
 
 // MARK: - LanePool as the process's default executor (experimental)
 
@@ -50,7 +49,7 @@ extension LanePool {
 private final class DefaultExecutorInstall: @unchecked Sendable {
   // @unchecked: `state` is guarded by `lock`.
   static let shared = DefaultExecutorInstall()
-  private let lock = NSLock()  // NSLock: ThreadSanitizer sees it
+  private let lock = PthreadLock()  // pthreads, not Mutex: ThreadSanitizer sees it
   private var state = 0  // 0 not installed, 1 installed
 
   var installed: Bool { lock.withLock { state == 1 } }
@@ -78,7 +77,7 @@ private final class DefaultExecutorInstall: @unchecked Sendable {
 /// The factory handed to the runtime. Its executor is set (under the lock) before the
 /// factory is handed over; the runtime reads it through the same lock.
 enum LanePoolExecutorFactory: ExecutorFactory {
-  private static let lock = NSLock()
+  private static let lock = PthreadLock()
   nonisolated(unsafe) private static var _executor: DefaultLaneExecutor? = nil
   static var executor: DefaultLaneExecutor? {
     get { lock.withLock { _executor } }

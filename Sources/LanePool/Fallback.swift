@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 
 /// Where a pool's Swift concurrency jobs run when its lanes no longer can: after a
 /// shutdown began (the lane refuses them) or when a cancelling shutdown took them off
@@ -29,7 +28,7 @@ final class Fallback: SerialExecutor, @unchecked Sendable {
   }
 
   private let label: String
-  private let lock = NSLock()
+  private let lock = PthreadLock()
   private var isOpen = false
   private var discarded: [Item] = []
   private var held: [Item] = []

@@ -220,22 +220,6 @@ struct EngineTests {
     #expect(try lane.sync { Lane.current === lane })
   }
 
-  @Test("QoS converts from GCD and Foundation classes")
-  func qosConversions() {
-    #expect(QoS(DispatchQoS.QoSClass.userInteractive) == .userInteractive)
-    #expect(QoS(DispatchQoS.QoSClass.userInitiated) == .userInitiated)
-    #expect(QoS(DispatchQoS.QoSClass.default) == .default)
-    #expect(QoS(DispatchQoS.QoSClass.unspecified) == .default)
-    #expect(QoS(DispatchQoS.QoSClass.utility) == .utility)
-    #expect(QoS(DispatchQoS.QoSClass.background) == .background)
-    #expect(QoS(QualityOfService.userInteractive) == .userInteractive)
-    #expect(QoS(QualityOfService.userInitiated) == .userInitiated)
-    #expect(QoS(QualityOfService.default) == .default)
-    #expect(QoS(QualityOfService.utility) == .utility)
-    #expect(QoS(QualityOfService.background) == .background)
-    #expect(QoS.allCases.map(\.rawValue) == [0x21, 0x19, 0x15, 0x11, 0x09])
-  }
-
   @Test("hard capacity: a full lane refuses, the task is not run and is released")
   func hardCapacity() throws {
     let pool = try LanePool(name: uniqueName("hard"), lanesPerBand: 1, ringCapacity: 4, hardCapacity: true)

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import LanePool
+@testable import LanePoolDispatch
 
 /// An actor on a lane that notices if two of its jobs ever overlap, or if one runs
 /// where the lane would not say it is isolated.

@@ -3,9 +3,10 @@ import Foundation
 import Testing
 
 import LanePool
+import LanePoolDispatch
 
 /// Written the way YYDispatchQueuePool call sites are (YYKit's YYAsyncLayer,
-/// YYWebImage...): the same calls, with `import LanePool` instead of YYKit.
+/// YYWebImage...): the same calls, with `import LanePoolDispatch` instead of YYKit.
 @Suite("YYDispatchQueuePool-shaped API")
 struct YYCompatTests {
   @Test("YYDispatchQueueGetForQOS and defaultPool(for:) hand out lanes round-robin")
@@ -50,5 +51,21 @@ struct YYCompatTests {
       fired.signal()
     }
     #expect(fired.wait(timeout: .now() + 30) == .success)
+  }
+
+  @Test("QoS converts from GCD and Foundation classes")
+  func qosConversions() {
+    #expect(QoS(DispatchQoS.QoSClass.userInteractive) == .userInteractive)
+    #expect(QoS(DispatchQoS.QoSClass.userInitiated) == .userInitiated)
+    #expect(QoS(DispatchQoS.QoSClass.default) == .default)
+    #expect(QoS(DispatchQoS.QoSClass.unspecified) == .default)
+    #expect(QoS(DispatchQoS.QoSClass.utility) == .utility)
+    #expect(QoS(DispatchQoS.QoSClass.background) == .background)
+    #expect(QoS(QualityOfService.userInteractive) == .userInteractive)
+    #expect(QoS(QualityOfService.userInitiated) == .userInitiated)
+    #expect(QoS(QualityOfService.default) == .default)
+    #expect(QoS(QualityOfService.utility) == .utility)
+    #expect(QoS(QualityOfService.background) == .background)
+    #expect(QoS.allCases.map(\.rawValue) == [0x21, 0x19, 0x15, 0x11, 0x09])
   }
 }

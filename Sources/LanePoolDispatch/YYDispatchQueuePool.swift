@@ -2,6 +2,8 @@ import Dispatch
 import Foundation
 import Synchronization
 
+@_exported import LanePool
+
 /// A drop-in for YYKit's `YYDispatchQueuePool`, on LanePool lanes instead of GCD
 /// serial queues: same initialiser, `queue()`, `defaultPool(for:)`, and the
 /// `YYDispatchQueueGetForQOS` free function, so call sites change only their import.
@@ -86,65 +88,4 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
 /// YY's `YYDispatchQueueGetForQOS(qos)`: a lane of the default pool, round-robin.
 public func YYDispatchQueueGetForQOS(_ qos: QualityOfService) -> LaneQueue {
   YYDispatchQueuePool.defaultPool(for: qos).queue()
-}
-
-/// A lane with `DispatchQueue`'s method shapes, for code moving from GCD line by line.
-/// The methods stop the program if the lane refuses work (its pool was shut down):
-/// use ``Lane`` directly where that can happen.
-public struct LaneQueue: Sendable, Hashable {
-  /// The lane underneath.
-  public let lane: Lane
-
-  public init(_ lane: Lane) { self.lane = lane }
-
-  public func async(execute work: @escaping @Sendable () -> Void) {
-    do { try lane.async(work) } catch { refused(error) }
-  }
-
-  /// As `DispatchQueue.async(group:execute:)`, with a GCD `DispatchGroup`. If a
-  /// cancelling shutdown discards the work, it leaves the group all the same.
-  public func async(group: DispatchGroup, execute work: @escaping @Sendable () -> Void) {
-    group.enter()
-    do {
-      try lane.async(
-        {
-          work()
-          group.leave()
-        }, onDiscard: { group.leave() })
-    } catch {
-      group.leave()
-      refused(error)
-    }
-  }
-
-  /// As `DispatchQueue.sync(execute:)`: returns the closure's value, rethrows its error.
-  public func sync<T>(execute work: () throws -> T) rethrows -> T {
-    try syncHelper(work, rescue: { throw $0 })
-  }
-
-  // Lane.sync throws both the closure's errors and its own; keep the first kind.
-  private func syncHelper<T>(_ work: () throws -> T, rescue: (any Error) throws -> T) rethrows -> T {
-    var closureError: (any Error)?
-    let value: T?
-    do {
-      value = try lane.sync { () -> T? in
-        do { return try work() } catch {
-          closureError = error
-          return nil
-        }
-      }
-    } catch {
-      refused(error)
-    }
-    if let closureError { return try rescue(closureError) }
-    return value!
-  }
-
-  public func asyncAfter(deadline: DispatchTime, execute work: @escaping @Sendable () -> Void) {
-    do { try lane.asyncAfter(deadline: deadline, work) } catch { refused(error) }
-  }
-
-  private func refused(_ error: any Error) -> Never {
-    misuse("\(lane) refused work (\(error)); was its pool shut down?")
-  }
 }

@@ -1,0 +1,90 @@
+internal import CLanePool
+
+extension LanePool {
+  /// A snapshot of one lane.
+  public struct LaneInfo: Sendable, Hashable {
+    public var qos: QoS
+    public var index: Int
+    /// Kernel thread id, as in `/proc/self/task/<tid>`.
+    public var threadID: Int32
+    public var threadName: String
+    /// Tasks run to completion.
+    public var tasksExecuted: UInt64
+    /// Tasks queued now (ring and overflow).
+    public var depth: UInt64
+    /// Tasks that found the ring full and went to the overflow list, since start.
+    public var overflowed: UInt64
+    /// Time spent running tasks (from the first task found to the ring being empty).
+    public var busyTime: Duration
+    /// False once the lane thread has exited (after shutdown).
+    public var isRunning: Bool
+    /// The OS policy the lane asked for and what it got.
+    public var policy: AppliedPolicy
+    /// The CPU the lane is pinned to; nil when it floats or is bound to a whole node.
+    public var cpu: Int?
+    /// The lane's NUMA node; nil when unknown (no libnuma, or not pinned).
+    public var numaNode: Int?
+    /// The errno of a failed pin/bind (the lane then floats); nil if none.
+    public var placementError: Int32?
+    /// With a stall detector: how long the current task has run, while it overruns the
+    /// threshold; nil otherwise.
+    public var stalledFor: Duration?
+    /// Stalls detected on this lane so far.
+    public var stalls: UInt64
+    /// True while the stall detector sees the current task overrun.
+    public var isStalled: Bool { stalledFor != nil }
+  }
+
+  /// One OS setting a lane asked for and what it got, read back from the kernel.
+  public struct AppliedSetting: Sendable, Hashable {
+    /// What was asked for; nil when the setting was left alone.
+    public var requested: Int64?
+    /// What the thread has now.
+    public var got: Int64
+    /// The errno of a refusal; nil when the kernel accepted.
+    public var error: Int32?
+
+    init(_ a: lanepool_applied_t) {
+      requested = a.requested == -1 ? nil : a.requested
+      got = a.got
+      error = a.error == 0 ? nil : a.error
+    }
+  }
+
+  /// The OS policy a lane asked for and got. Scheduler values are Linux's SCHED_*
+  /// numbers; I/O priority is `(class << 13) | level` as ioprio_get(2) returns it;
+  /// timer slack is in nanoseconds.
+  public struct AppliedPolicy: Sendable, Hashable {
+    public var scheduler: AppliedSetting
+    public var nice: AppliedSetting
+    public var ioPriority: AppliedSetting
+    public var timerSlack: AppliedSetting
+    /// EEVDF slice in ns (0 read back: the kernel has no custom slices).
+    public var slice: AppliedSetting
+    /// True if the kernel refused any setting.
+    public var hasRefusals: Bool {
+      [scheduler, nice, ioPriority, timerSlack, slice].contains { $0.error != nil }
+    }
+  }
+}
+
+extension LanePool.Lane {
+  /// A snapshot of the lane's counters. Cheap (no lock); values are approximate while
+  /// the lane runs.
+  public var info: LaneInfo {
+    var c = lanepool_lane_info_t()
+    _ = lanepool_lane_info(raw, &c)
+    return LaneInfo(
+      qos: qos, index: index, threadID: c.tid, threadName: name,
+      tasksExecuted: c.tasks_executed, depth: c.depth, overflowed: c.overflowed,
+      busyTime: .nanoseconds(Int64(clamping: c.busy_ns)), isRunning: c.running != 0,
+      policy: AppliedPolicy(
+        scheduler: AppliedSetting(c.sched), nice: AppliedSetting(c.nice),
+        ioPriority: AppliedSetting(c.ioprio), timerSlack: AppliedSetting(c.timer_slack),
+        slice: AppliedSetting(c.slice)),
+      cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
+      placementError: c.placement_error == 0 ? nil : c.placement_error,
+      stalledFor: c.stalled != 0 ? .nanoseconds(Int64(clamping: c.stalled_ns)) : nil,
+      stalls: c.stalls)
+  }
+}

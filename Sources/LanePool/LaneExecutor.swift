@@ -1,0 +1,94 @@
+internal import CLanePool
+
+/// A lane is a serial executor: an actor whose `unownedExecutor` returns
+/// `lane.asUnownedSerialExecutor()` runs every job on that lane's thread, in FIFO
+/// order, at the lane's priority.
+///
+/// ```swift
+/// actor Cache {
+///   let lane = LanePool.queue(for: .utility)
+///   nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
+/// }
+/// ```
+/// Enqueueing costs no allocation: the job's own pointer is the C task context.
+///
+/// Jobs are continuations of work the pool already accepted: while the pool drains
+/// (``LanePool/shutdownGracefully()``) the lane still takes them, from any thread, so
+/// the drain runs them on the lane.
+///
+/// No job is ever dropped, so no task hangs on a stopped pool: after shutdown, jobs of
+/// actors on this lane run on a fallback serial queue (one per pool, created on first
+/// use), and so do the jobs a cancelling shutdown took off the lane. The fallback
+/// keeps the executor's promises: it runs one job at a time, in the order the jobs
+/// reached it (those the shutdown discarded first, then those refused after it
+/// began), and only once every lane thread of the pool has exited, so a job never
+/// runs beside one still running on the lane. While it runs them, `checkIsolated()`
+/// and `isIsolatingCurrentContext()` answer as on the lane.
+///
+/// With a hard ring capacity (``LanePool/Configuration/hardCapacity``), enqueueing on
+/// a full lane waits for room, since a job cannot be refused; enqueueing on a full lane
+/// from a task on that same lane would wait for itself and stops the program with a
+/// message instead.
+extension LanePool.Lane: SerialExecutor, TaskExecutor {
+  /// Enqueues a job on this lane: an actor's job (the lane as its serial executor) or
+  /// the job of a task that prefers the lane (`Task(executorPreference: lane)`). Both
+  /// run as serial-executor jobs of the lane, so the runtime sees an actor's hop onto
+  /// its own lane as no switch at all (no re-enqueue, no job overtaking the actor's own
+  /// synchronous code). (The two roles cannot be split into two objects here: for an
+  /// owned task-executor preference the runtime retains the `Lane` it is given and
+  /// releases whatever `asUnownedTaskExecutor()` returns, so that must be the lane.)
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let unownedJob = UnownedJob(job)
+    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    var rc = lanepool_lane_async_flags(raw, serialJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
+    if rc == Errno.EAGAIN {
+      if isCurrent {
+        misuse(
+          "a Swift concurrency job was enqueued on lane \(name), which is full (hard ring capacity), from a task on that same lane: it would wait for itself forever. Give actors a pool without hardCapacity."
+        )
+      }
+      // A job cannot be refused: wait for room (the lane is running, it will make some).
+      // (This wait has no continuation flag: while draining it ends in ESHUTDOWN, and
+      // the job goes to the fallback.)
+      repeat {
+        rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
+      } while rc == Errno.ETIMEDOUT
+    }
+    if rc != 0 {
+      // Shut down (or, in a fork child, never running here): run it on the fallback.
+      core.fallback.refused(.lane(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
+    }
+  }
+
+  public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+    UnownedSerialExecutor(ordinary: self)
+  }
+
+  /// The lane as a task executor: the jobs of tasks that prefer it arrive at
+  /// ``enqueue(_:)`` too.
+  public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+    UnownedTaskExecutor(ordinary: self)
+  }
+
+  public func isSameExclusiveExecutionContext(other: LanePool.Lane) -> Bool { self === other }
+
+  public func checkIsolated() {
+    if !isIsolating {
+      misuse("expected to run on lane \(name) (or its pool's fallback queue), but the caller is on another thread")
+    }
+  }
+
+  public func isIsolatingCurrentContext() -> Bool? { isIsolating }
+
+  /// On this lane's thread, or on its pool's fallback queue (which runs the lane's jobs
+  /// once the lane has exited).
+  private var isIsolating: Bool { isCurrent || core.fallback.isCurrent }
+}
+
+/// Runs an actor's job on its lane, as a serial-executor job: the runtime records the
+/// lane as the current serial executor and no task executor, as it would on a
+/// DispatchSerialQueue.
+let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  let job = unsafeBitCast(ctx!, to: UnownedJob.self)
+  job.runSynchronously(on: Lane.current!.asUnownedSerialExecutor())
+}

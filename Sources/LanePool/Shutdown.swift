@@ -1,0 +1,109 @@
+internal import CLanePool
+import Synchronization
+
+extension LanePool {
+  /// True once a shutdown has started.
+  public var isShutDown: Bool {
+    var info = lanepool_info_t()
+    _ = lanepool_info(core.raw, &info)
+    return info.shut_down != 0
+  }
+
+  /// Stops intake, runs every task already accepted, then joins the lanes. Returns
+  /// when all lane threads have exited. Calling it again is harmless.
+  /// - Throws: ``LanePoolError/notPermitted`` for the default pool,
+  ///   ``LanePoolError/wouldDeadlock`` when called from one of this pool's lanes.
+  public func shutdownGracefully() async throws(LanePoolError) {
+    try await runOffCooperativePool { () throws(LanePoolError) in
+      _ = try self.shutdown(discardingQueued: false)
+    }
+  }
+
+  /// Stops the pool and blocks until every lane thread has exited.
+  ///
+  /// With `discardingQueued: false` every accepted task runs first (drain). With
+  /// `true` each lane finishes the task it is running and every task still queued is
+  /// discarded: a closure is released without running, a ``Lane/run(_:)`` or
+  /// ``LanePool/run(qos:_:)`` caller waiting for it gets `CancellationError`, a group
+  /// member (``Lane/async(group:_:)``) leaves its group, and a Swift concurrency job
+  /// still runs, on the fallback (jobs are never dropped). Called while a drain is
+  /// under way (from another thread), a cancelling shutdown turns it into a cancel,
+  /// and returns when it has finished. Calling it after a shutdown finished returns 0.
+  /// - Returns: how many queued tasks were discarded (Swift jobs included).
+  /// - Throws: ``LanePoolError/notPermitted`` (default pool),
+  ///   ``LanePoolError/wouldDeadlock`` (called from one of this pool's lanes).
+  @discardableResult
+  public func shutdown(discardingQueued: Bool) throws(LanePoolError) -> Int {
+    let discards = Discards(pool: self)
+    let rc = withExtendedLifetime(discards) {
+      lanepool_shutdown(
+        core.raw, discardingQueued ? LANEPOOL_SHUTDOWN_CANCEL : LANEPOOL_SHUTDOWN_DRAIN,
+        discardingQueued ? discardTask : nil,
+        discardingQueued ? Unmanaged.passUnretained(discards).toOpaque() : nil)
+    }
+    switch rc {
+    case 0, Errno.EALREADY:
+      // Every lane thread has exited: the fallback may run the jobs it holds.
+      releaseLanes()
+      core.fallback.open()
+      return discards.count.load(ordering: .acquiring)
+    case Errno.EOWNERDEAD:
+      core.fallback.open()  // a fork child: the pool has no threads here
+      throw .forked
+    default:
+      throw LanePoolError(errno: rc)
+    }
+  }
+
+  /// Drops the +1 each C lane holds on its Swift object, once, after the threads exited.
+  func releaseLanes() {
+    guard lanesRetained.exchange(false, ordering: .acquiringAndReleasing) else { return }
+    for lane in bands.joined() {
+      var ud: UnsafeMutableRawPointer?
+      _ = lanepool_lane_userdata(lane.raw, &ud)
+      _ = lanepool_lane_set_userdata(lane.raw, nil)
+      if let ud { Unmanaged<Lane>.fromOpaque(ud).release() }
+    }
+  }
+}
+
+/// What a cancelling shutdown's discard callback needs: the pool and a counter.
+final class Discards: Sendable {
+  let pool: LanePool
+  let count = Atomic<Int>(0)
+  init(pool: LanePool) { self.pool = pool }
+}
+
+/// Takes a task that a cancelling shutdown removed: a closure is released (after its
+/// on-discard action: resume a `run` caller, leave a group), a Swift job is handed to
+/// a fallback so that it still runs. Counts it.
+private let discardTask:
+  @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
+    fn, ctx, arg in
+    guard let arg else { return }
+    let discards = Unmanaged<Discards>.fromOpaque(arg).takeUnretainedValue()
+    discards.count.add(1, ordering: .relaxed)
+    guard let fn, let ctx else { return }
+    let address = unsafeBitCast(fn, to: UnsafeRawPointer.self)
+    if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
+      let box = Unmanaged<TaskBox>.fromOpaque(ctx).takeRetainedValue()
+      box.onDiscard?()
+    } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
+      discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
+    } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
+      // A task's job (its lane is not known here): it needs a thread, not exclusion.
+      Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)
+    }
+  }
+
+/// Runs a blocking call on a fresh thread so it does not hold a cooperative-pool thread.
+func runOffCooperativePool<T: Sendable>(
+  _ body: @escaping @Sendable () throws(LanePoolError) -> T
+) async throws(LanePoolError) -> T {
+  let result: Result<T, LanePoolError> = await withCheckedContinuation { cont in
+    startDetachedThread {
+      cont.resume(returning: Result { () throws(LanePoolError) in try body() })
+    }
+  }
+  return try result.get()
+}
