@@ -199,7 +199,7 @@ struct EngineTests {
     let pool = try LanePool(name: uniqueName("info"), lanesPerBand: 1)
     defer { _ = try? pool.shutdown(discardingQueued: false) }
     let lane = pool.queue(for: .default)
-    let tid = try lane.sync { currentThreadID() }
+    let tid = try lane.sync(onLaneThread: true) { currentThreadID() }
     for _ in 0..<1_000 { try lane.async {} }
     try barrier(lane)
     // Two syncs + 1,000; the last sync's task is counted just after it returned.

@@ -76,7 +76,9 @@ struct InlineSyncTests {
       #expect(!here)
       #expect(name == lane.name)
     }
-    #expect(lane.info.tasksExecuted == 20)
+    // The lane counts a task just after it returned: one more hand-off orders that.
+    try lane.sync(onLaneThread: true) {}
+    #expect(lane.info.tasksExecuted >= 20)
   }
 
   @Test("a sync waits behind work queued before it, and work queued inside runs after it")

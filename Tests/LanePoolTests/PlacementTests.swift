@@ -59,7 +59,7 @@ struct PlacementTests {
     defer { _ = try? pool.shutdown(discardingQueued: false) }
     for lane in pool.allLanes {
       let want = cpus[lane.index % cpus.count]
-      let ran = try lane.sync { Int(lp_test_current_cpu()) }
+      let ran = try lane.sync(onLaneThread: true) { Int(lp_test_current_cpu()) }
       #expect(ran == want, "\(lane)")
       var first: Int32 = -1
       #expect(lp_test_affinity(lane.info.threadID, &first) == 1, "\(lane)")
@@ -86,7 +86,7 @@ struct PlacementTests {
     let pool = try LanePool(name: uniqueName("lst"), lanesPerBand: 2, placement: .cpus([last]))
     defer { _ = try? pool.shutdown(discardingQueued: false) }
     for lane in pool.allLanes {
-      #expect(try lane.sync { Int(lp_test_current_cpu()) } == last)
+      #expect(try lane.sync(onLaneThread: true) { Int(lp_test_current_cpu()) } == last)
       #expect(lane.info.cpu == last)
     }
     #expect(throws: LanePoolError.self) { try LanePool(lanesPerBand: 1, placement: .cpus([4095])) }
@@ -180,7 +180,7 @@ struct PlacementTests {
     for lane in pool.allLanes {
       let node = lane.index  // 2 lanes over 2 equal nodes: lane 0 -> node 0, lane 1 -> node 1
       #expect(lane.info.numaNode == node)
-      #expect(try lane.sync { Int(lp_test_current_cpu()) } == cpus[node])
+      #expect(try lane.sync(onLaneThread: true) { Int(lp_test_current_cpu()) } == cpus[node])
       var first: Int32 = -1
       #expect(lp_test_affinity(lane.info.threadID, &first) == 1)
       #expect(Int(first) == cpus[node])
@@ -199,7 +199,7 @@ func restrictedAffinityCheck() -> String? {
     let pinned = try LanePool(name: "rstp", lanesPerBand: 2, placement: .cores)
     for lane in pinned.allLanes {
       guard lane.info.cpu == only else { return "\(lane) pinned to \(String(describing: lane.info.cpu)), not \(only)" }
-      let ran = try lane.sync { Int(lp_test_current_cpu()) }
+      let ran = try lane.sync(onLaneThread: true) { Int(lp_test_current_cpu()) }
       guard ran == only else { return "\(lane) ran on CPU \(ran)" }
     }
     try pinned.shutdown(discardingQueued: false)

@@ -54,7 +54,7 @@ struct PolicyTests {
       let want = BandPolicy.default(for: lane.qos)
       let info = lane.info
       let proc = try #require(procSchedFields(tid: info.threadID))
-      let slack = try lane.sync { lp_test_timer_slack() }
+      let slack = try lane.sync(onLaneThread: true) { lp_test_timer_slack() }
       let ioprio = lp_test_ioprio_get(info.threadID)
       // The lane's own record matches what the kernel says from outside.
       #expect(Int64(proc.nice) == info.policy.nice.got)

@@ -44,7 +44,9 @@ func uniqueName(_ stem: String) -> String {
 private let nameCounter = Atomic<Int>(0)
 
 /// Blocks until every task submitted to `lane` before this call has run.
-func barrier(_ lane: Lane) throws { try lane.sync {} }
+/// Returns once the lane's own thread has run everything queued before (a queued sync,
+/// never inline, so it is counted in tasksExecuted like the tasks before it).
+func barrier(_ lane: Lane) throws { try lane.sync(onLaneThread: true) {} }
 
 /// A counter tasks can bump from any lane.
 final class Counter: Sendable {
