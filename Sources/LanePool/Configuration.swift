@@ -30,6 +30,9 @@ extension LanePool {
     /// Costs one timer thread per pool, waking every threshold/2.
     public var stallThreshold: Duration? = nil
 
+    /// The defaults: pool name "lanepool", one lane per allowed CPU per band (at most 64),
+    /// the default ring, LanePool's priority table, no placement, no log handler, no stall
+    /// detector.
     public init() {}
   }
 }

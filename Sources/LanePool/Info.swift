@@ -3,10 +3,13 @@ internal import CLanePool
 extension LanePool {
   /// A snapshot of one lane.
   public struct LaneInfo: Sendable, Hashable {
+    /// The lane's band.
     public var qos: QoS
+    /// The lane's index within its band.
     public var index: Int
     /// Kernel thread id, as in `/proc/self/task/<tid>`.
     public var threadID: Int32
+    /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
     public var threadName: String
     /// Tasks run to completion.
     public var tasksExecuted: UInt64
@@ -55,9 +58,14 @@ extension LanePool {
   /// numbers; I/O priority is `(class << 13) | level` as ioprio_get(2) returns it;
   /// timer slack is in nanoseconds.
   public struct AppliedPolicy: Sendable, Hashable {
+    /// Scheduling policy (SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_BATCH 3,
+    /// SCHED_IDLE 5; an RT priority is not included).
     public var scheduler: AppliedSetting
+    /// Nice value, -20 ... 19.
     public var nice: AppliedSetting
+    /// I/O priority, `(class << 13) | level` as ioprio_get(2) returns it.
     public var ioPriority: AppliedSetting
+    /// Timer slack in nanoseconds (PR_GET_TIMERSLACK).
     public var timerSlack: AppliedSetting
     /// EEVDF slice in ns (0 read back: the kernel has no custom slices).
     public var slice: AppliedSetting

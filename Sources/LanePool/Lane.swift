@@ -132,8 +132,11 @@ extension LanePool {
 }
 
 extension LanePool.Lane: Hashable, CustomStringConvertible {
+  /// Lanes are equal when they are the same object (one per lane of a pool).
   public static func == (a: LanePool.Lane, b: LanePool.Lane) -> Bool { a === b }
+  /// Hashes the object identity, consistently with `==`.
   public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+  /// `Lane(<thread name>)`, as in `Lane(db-ut-0)`.
   public var description: String { "Lane(\(name))" }
 }
 

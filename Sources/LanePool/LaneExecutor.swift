@@ -60,6 +60,8 @@ extension LanePool.Lane: SerialExecutor, TaskExecutor {
     }
   }
 
+  /// The lane as an actor's serial executor: return it from an actor's
+  /// `nonisolated var unownedExecutor`.
   public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
     UnownedSerialExecutor(ordinary: self)
   }
@@ -70,14 +72,18 @@ extension LanePool.Lane: SerialExecutor, TaskExecutor {
     UnownedTaskExecutor(ordinary: self)
   }
 
+  /// Two lanes are the same execution context only when they are the same lane.
   public func isSameExclusiveExecutionContext(other: LanePool.Lane) -> Bool { self === other }
 
+  /// Stops the program with a message unless the caller runs on this lane (its thread, an
+  /// inline ``sync(onLaneThread:_:)`` closure, or its pool's fallback queue).
   public func checkIsolated() {
     if !isIsolating {
       misuse("expected to run on lane \(name) (or its pool's fallback queue), but the caller is on another thread")
     }
   }
 
+  /// True when the caller runs on this lane (as ``checkIsolated()`` decides); never nil.
   public func isIsolatingCurrentContext() -> Bool? { isIsolating }
 
   /// On this lane's thread, or on its pool's fallback queue (which runs the lane's jobs

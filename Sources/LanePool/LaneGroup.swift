@@ -10,8 +10,10 @@ extension LanePool {
     private var count = 0
     private var waiters: [(Lane, @Sendable () -> Void)] = []
 
+    /// An empty group: ``wait()`` returns at once until someone enters.
     public init() {}
 
+    /// Counts one more piece of work in the group (as `DispatchGroup.enter`).
     public func enter() {
       condition.lock()
       count += 1

@@ -59,6 +59,7 @@ extension LanePool {
       /// threads can be created); ``LanePoolError/errno`` says which.
       public static let system = Code(.system)
 
+      /// The code's name, as in `shutDown`.
       public var description: String {
         switch base {
         case .shutDown: "shutDown"
@@ -89,9 +90,12 @@ extension LanePool {
       self.message = message
     }
 
+    /// `LanePool: <message>`.
     public var description: String { "LanePool: \(message)" }
 
+    /// Errors are equal when code and errno are; the message is for people and does not count.
     public static func == (a: Self, b: Self) -> Bool { a.code == b.code && a.errno == b.errno }
+    /// Hashes code and errno, consistently with `==`.
     public func hash(into hasher: inout Hasher) {
       hasher.combine(code)
       hasher.combine(errno)

@@ -4,7 +4,9 @@ import Synchronization
 extension LanePool {
   /// Severity of a log line from the pool.
   public enum LogLevel: Sendable, Hashable {
+    /// Informational: the one line per pool describing what each band got.
     case info
+    /// Something did not go as asked (a refused priority, a stall).
     case warning
   }
 }

@@ -3,9 +3,13 @@ internal import CLanePool
 extension LanePool {
   /// GCD's priority classes, from the seeds' QoS table.
   public enum PriorityClass: Int, Sendable, Hashable {
+    /// DISPATCH_QUEUE_PRIORITY_HIGH (userInteractive, userInitiated).
     case high = 2
+    /// DISPATCH_QUEUE_PRIORITY_DEFAULT.
     case `default` = 0
+    /// DISPATCH_QUEUE_PRIORITY_LOW (utility).
     case low = -2
+    /// DISPATCH_QUEUE_PRIORITY_BACKGROUND.
     case background = -32768
   }
 
@@ -13,8 +17,11 @@ extension LanePool {
   /// thread before its first task; see docs/priorities.md for the table and the
   /// fallback when the kernel refuses a setting.
   public struct BandPolicy: Sendable, Hashable {
+    /// The Linux scheduling policy a band's lanes ask for.
     public enum Scheduler: Sendable, Hashable {
+      /// SCHED_OTHER: the normal time-sharing policy (EEVDF), weighted by `nice`.
       case other
+      /// SCHED_BATCH: as `other`, but treated as CPU-bound (no wake-up preference).
       case batch
       /// Runs only when nothing else wants the CPU. Opt-in; an unprivileged thread can
       /// enter it but never leave it.
@@ -25,18 +32,23 @@ extension LanePool {
       case roundRobin(priority: Int)
     }
 
+    /// The I/O priority (ioprio_set(2)) a band's lanes ask for.
     public enum IOPriority: Sendable, Hashable {
       /// Leave the inherited I/O priority.
       case unchanged
+      /// IOPRIO_CLASS_RT, level 0 (highest) ... 7; needs CAP_SYS_ADMIN.
       case realtime(level: Int)
       /// Level 0 (highest) ... 7.
       case bestEffort(level: Int)
+      /// IOPRIO_CLASS_IDLE: disk time only when nobody else wants it.
       case idle
     }
 
+    /// The scheduling policy.
     public var scheduler: Scheduler
     /// -20 ... 19.
     public var nice: Int
+    /// The I/O priority.
     public var ioPriority: IOPriority
     /// nil leaves the inherited timer slack (50 us by default on Linux).
     public var timerSlack: Duration?
@@ -44,6 +56,7 @@ extension LanePool {
     /// slice may preempt the running thread at once. nil leaves the kernel default.
     public var slice: Duration?
 
+    /// A policy; timer slack and slice default to the inherited values.
     public init(
       scheduler: Scheduler, nice: Int, ioPriority: IOPriority, timerSlack: Duration? = nil,
       slice: Duration? = nil

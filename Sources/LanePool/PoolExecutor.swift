@@ -14,6 +14,9 @@ internal import CLanePool
 /// full with a hard capacity) or that a cancelling shutdown discards runs on
 /// Dispatch's global concurrent queue instead, so the task goes on (off the pool).
 extension LanePool: TaskExecutor {
+  /// Enqueues a job of a task that prefers this pool: on a lane of the band the job's
+  /// priority names (see ``QoS/init(jobPriority:)``), staying on the calling lane when it
+  /// is of that band and has nothing queued. Never refuses: see the type's discussion.
   public func enqueue(_ job: consuming ExecutorJob) {
     let qos = QoS(jobPriority: job.priority.rawValue)
     let unownedJob = UnownedJob(job)
@@ -26,6 +29,7 @@ extension LanePool: TaskExecutor {
     if rc != 0 { Fallback.runElsewhere(unownedJob, preferring: self) }
   }
 
+  /// The pool as the runtime's task-executor reference.
   public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
     UnownedTaskExecutor(ordinary: self)
   }

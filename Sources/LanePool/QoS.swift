@@ -8,10 +8,16 @@ extension LanePool {
   /// adds conversions from GCD's `DispatchQoS.QoSClass` and Foundation's
   /// `QualityOfService`, so code moving from GCD or YYDispatchQueuePool changes one line.
   public enum QoS: UInt32, CaseIterable, Sendable, Hashable, CustomStringConvertible {
+    /// Work the user is waiting on right now (GCD HIGH; by default nice -5, a 100 us slice).
     case userInteractive = 0x21
+    /// Work the user started and waits for (GCD HIGH; by default nice -3, a 100 us slice).
     case userInitiated = 0x19
+    /// The default band (GCD DEFAULT; nice 0).
     case `default` = 0x15
+    /// Long-running work the user knows about (GCD LOW; by default nice 4, SCHED_BATCH).
     case utility = 0x11
+    /// Work the user does not see (GCD BACKGROUND; by default nice 10, SCHED_BATCH, I/O
+    /// best-effort 7).
     case background = 0x09
 
     /// The band a job priority (a `qos_class_t` value) maps to: at least 33 ->
@@ -42,6 +48,7 @@ extension LanePool {
       }
     }
 
+    /// The band's name, as in `.userInitiated`.
     public var description: String {
       switch self {
       case .userInteractive: "userInteractive"

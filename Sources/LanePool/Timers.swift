@@ -18,7 +18,9 @@ extension LanePool {
       return true
     }
 
+    /// Two handles are equal when they name the same timer of the same pool.
     public static func == (a: Self, b: Self) -> Bool { a.core === b.core && a.id == b.id }
+    /// Hashes the pool and the timer id, consistently with `==`.
     public func hash(into h: inout Hasher) {
       h.combine(ObjectIdentifier(core))
       h.combine(id)

@@ -9,8 +9,11 @@ public struct LaneQueue: Sendable, Hashable {
   /// The lane underneath.
   public let lane: Lane
 
+  /// A YY-shaped queue over `lane`.
   public init(_ lane: Lane) { self.lane = lane }
 
+  /// Runs `work` on the lane after everything queued before it (`DispatchQueue.async`).
+  /// A refusal stops the program with a message: YY pools never shut down.
   public func async(execute work: @escaping @Sendable () -> Void) {
     do { try lane.async(work) } catch { refused(error) }
   }
@@ -54,6 +57,7 @@ public struct LaneQueue: Sendable, Hashable {
     return value!
   }
 
+  /// Runs `work` on the lane once `deadline` has passed (`DispatchQueue.asyncAfter`).
   public func asyncAfter(deadline: DispatchTime, execute work: @escaping @Sendable () -> Void) {
     do { try lane.asyncAfter(deadline: deadline, work) } catch { refused(error) }
   }

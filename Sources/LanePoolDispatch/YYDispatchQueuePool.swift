@@ -15,8 +15,11 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
   /// YY's limit on `queueCount`.
   public static let maxQueueCount = 32
 
+  /// The pool's name (YY's `name`); also the lanes' thread-name prefix.
   public let name: String
+  /// How many serial queues (lanes) it hands out round-robin.
   public let queueCount: Int
+  /// The QoS its queues run at.
   public let qos: QualityOfService
   private let lanes: [LaneQueue]
   private let pool: LanePool
