@@ -16,15 +16,20 @@ let package = Package(
     // depends on nothing.
     .library(name: "LanePoolServer", targets: ["LanePoolServer"]),
   ],
-  // Server (on by default) gates the three server packages: a dependent that uses only
-  // LanePool or CLanePool says `traits: []` (or `["NUMA"]`) on its `.package` line and
-  // SwiftPM neither fetches nor builds them. A root build that names traits keeps this
-  // one with `default` (`--traits default,NUMA`).
+  // Server (on by default) gates the three server packages, Bench (on by default) the
+  // benchmark's two: a dependent that uses only LanePool or CLanePool says `traits: []`
+  // (or `["NUMA"]`) on its `.package` line and SwiftPM neither fetches nor builds them; a
+  // server says `traits: ["Server"]`. A root build that names traits keeps these with
+  // `default` (`--traits default,NUMA`).
   traits: [
-    .default(enabledTraits: ["Server"]),
+    .default(enabledTraits: ["Server", "Bench"]),
     .trait(
       name: "Server",
       description: "The LanePoolServer product: swift-service-lifecycle, swift-log and swift-metrics. On by default."
+    ),
+    .trait(
+      name: "Bench",
+      description: "lanepool-bench's packages: swift-argument-parser and hdrhistogram-swift. On by default; lanepool-bench needs it and Server."
     ),
     .trait(
       name: "NUMA",
@@ -37,6 +42,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     // Tests only: LanePoolServerTests check the documented Prometheus buckets with it.
     .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+    // lanepool-bench only (the Bench trait): flags and latency histograms.
+    .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
   ],
   targets: [
     // The C core. Its one public header is the top-level include/lanepool.h, reached
@@ -65,7 +73,11 @@ let package = Package(
     .target(name: "LanePoolBenchSupport", path: "Sources/LanePoolBenchSupport"),
     .executableTarget(
       name: "lanepool-bench",
-      dependencies: ["LanePool", "LanePoolServer", "CLanePool", "LanePoolBenchSupport"],
+      dependencies: [
+        "LanePool", "LanePoolServer", "CLanePool", "LanePoolBenchSupport",
+        .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Bench"])),
+        .product(name: "Histogram", package: "hdrhistogram-swift", condition: .when(traits: ["Bench"])),
+      ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     .target(
