@@ -42,11 +42,6 @@ struct SyncRow: @unchecked Sendable {
   let divisor: Int
 }
 
-struct W8Result: Codable {
-  var idleNsPerCall: Double
-  var contendedNsPerCall: Double
-}
-
 func runW8(calls: Int, rounds: Int) -> [String: W8Result] {
   let queue = DispatchQueue(label: "bench.w8.serial", qos: .userInitiated)
   let lane = lanePool.queue(for: .userInitiated, key: "w8")
@@ -128,12 +123,6 @@ actor LanePinger {
       received &+= 1
     }
   }
-}
-
-struct W9Result: Codable {
-  var nsPerCall: Double
-  /// Lane jobs per call (nil: the subject runs no lane jobs).
-  var laneJobsPerCall: Double?
 }
 
 /// Blocks the calling (non-async) thread until `body` finished in a new task.

@@ -5,25 +5,12 @@ import LanePool
 import LanePoolBenchSupport
 import Synchronization
 
-// MARK: - Statistics
+// MARK: - Statistics (latency percentiles: Percentiles in Results.swift)
 
+/// The median of per-round figures.
 func median(_ xs: [Double]) -> Double {
   let s = xs.sorted()
   return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-}
-
-struct Percentiles: Codable {
-  var p50: Double
-  var p99: Double
-  var p999: Double
-  /// From nanosecond samples; results in microseconds.
-  init(ns: [UInt64]) {
-    let s = ns.sorted()
-    func at(_ q: Double) -> Double { Double(s[min(s.count - 1, Int(Double(s.count) * q))]) / 1000 }
-    p50 = at(0.5)
-    p99 = at(0.99)
-    p999 = at(0.999)
-  }
 }
 
 /// Busy-waits until `until` (for sub-microsecond pacing that usleep cannot do).
@@ -35,6 +22,33 @@ struct Percentiles: Codable {
   var x: UInt64 = 0
   while now() < end { x &+= 1 }
   if x == 42 { print("") }
+}
+
+// MARK: - limit: the bare ring
+
+/// The core's ring (Sources/CLanePool/ring.h, through LanePoolBenchSupport), alone on
+/// this thread: `tasks` tiny tasks pushed into a lane-sized ring and popped (each one
+/// called), in batches of a full ring, `rounds` times after a warm-up. No lane threads,
+/// no wake checks, no sharing between cores: what the ring itself costs.
+func ringLimit(tasks: Int, rounds: Int) -> LimitResult {
+  let capacity = LANEPOOL_DEFAULT_RING_CAPACITY
+  func once(_ n: Int) -> (push: Double, pop: Double) {
+    var push = 0.0, pop = 0.0
+    let rc = lpb_ring_cost(UInt64(n), capacity, &push, &pop)
+    if rc != 0 { fatalError("lpb_ring_cost: \(rc)") }
+    return (push, pop)
+  }
+  _ = once(max(tasks / 10, Int(capacity)))  // warm-up
+  var push: [Double] = []
+  var pop: [Double] = []
+  for _ in 0..<rounds {
+    let r = once(tasks)
+    push.append(r.push)
+    pop.append(r.pop)
+  }
+  return LimitResult(
+    ringCapacity: Int(capacity), tasks: tasks, nproc: ProcessInfo.processInfo.activeProcessorCount,
+    pushNsRounds: push, popNsRounds: pop)
 }
 
 // MARK: - W1, W2: throughput
@@ -158,12 +172,6 @@ func pinCurrentThread(to cpu: Int) {
 
 // MARK: - W4: priority isolation
 
-struct IsolationResult: Codable {
-  var idle: Percentiles
-  var loaded: Percentiles
-  var backgroundTasksPerSecond: Double
-}
-
 /// Keeps `4 x lanes` background tasks of 2 ms queued while `probes` userInteractive
 /// tasks are submitted 1 ms apart; submit -> start of the probes, idle and loaded.
 func priorityIsolation(_ s: Subject, probes: Int) -> IsolationResult {
@@ -212,11 +220,6 @@ func priorityIsolation(_ s: Subject, probes: Int) -> IsolationResult {
 }
 
 // MARK: - W5: blocking work
-
-struct BlockingResult: Codable {
-  var extraThreads: Int
-  var wallSeconds: Double
-}
 
 func threadCount() -> Int {
   (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0

@@ -13,59 +13,8 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--w9-default-e
   defaultExecutorChild(calls: Int(CommandLine.arguments[2])!, rounds: Int(CommandLine.arguments[3])!)
 }
 
-struct Options {
-  var quick = false
-  var tasks = 1_000_000
-  var rounds = 5
-  var latencySamples = 20_000
-  var probes = 2_000
-  var fifoTasks = 400_000
-  var json: String? = nil
-  var workloads: Set<String> = ["w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "floor"]
-  var syncCalls = 200_000
-  var pingPongCalls = 200_000
-  var compareSpin = false
-  var compareMetrics = false
-
-  static func parse(_ args: [String]) -> Options {
-    var o = Options()
-    var it = args.dropFirst().makeIterator()
-    while let a = it.next() {
-      switch a {
-      case "--quick":
-        o.quick = true
-        o.tasks = 100_000
-        o.rounds = 3
-        o.latencySamples = 2_000
-        o.probes = 300
-        o.fifoTasks = 40_000
-        o.syncCalls = 20_000
-        o.pingPongCalls = 20_000
-      case "--tasks": o.tasks = Int(it.next() ?? "") ?? o.tasks
-      case "--rounds": o.rounds = max(1, Int(it.next() ?? "") ?? o.rounds)
-      case "--probes": o.probes = max(10, Int(it.next() ?? "") ?? o.probes)
-      case "--json": o.json = it.next()
-      case "--workloads": o.workloads = Set((it.next() ?? "").split(separator: ",").map(String.init))
-      case "--compare-spin": o.compareSpin = true
-      case "--compare-metrics": o.compareMetrics = true
-      case "-h", "--help":
-        print(
-          """
-          usage: lanepool-bench [--quick] [--workloads w1,w2,w3,w4,w5,w6,w7,w8,w9,floor] [--json FILE]
-                                [--tasks N] [--rounds N] [--probes N] [--compare-spin] [--compare-metrics]
-          """)
-        exit(0)
-      default:
-        FileHandle.standardError.write(Data("unknown option \(a)\n".utf8))
-        exit(2)
-      }
-    }
-    return o
-  }
-}
-
-let options = Options.parse(CommandLine.arguments)
-let run = options.workloads
+// Flags (Options.swift): an unknown flag or a bad value exits with the usage.
+let options = Options(BenchCommand.parseOrExit())
 
 func shell(_ cmd: String) -> String {
   let p = Process()
@@ -89,6 +38,8 @@ func header(_ cells: [String], _ widths: [Int]) {
 }
 func f1(_ x: Double) -> String { String(format: "%.1f", x) }
 func ratio(_ x: Double, _ base: Double) -> String { String(format: "%.2fx", x / base) }
+/// A ratio with 3 significant digits or so (fractions of the limit bound are small).
+func ratioValue(_ x: Double) -> String { String(format: x >= 10 ? "%.1f" : x >= 0.1 ? "%.2f" : "%.4f", x) }
 func mps(_ x: Double) -> String { String(format: "%.2fM/s", x / 1e6) }
 
 // Start every pool now: they are lazy globals, and W5 counts threads created mid-run.
@@ -127,186 +78,260 @@ if options.compareMetrics {
       run: { qos, work in try! metered.queue(for: qos).async(work) }, serialLanes: true))
 }
 let base = gcdYY.name
-var json: [String: Any] = [:]
-
+let nproc = ProcessInfo.processInfo.activeProcessorCount
 let machine = "nproc \(shell("nproc")), kernel \(shell("uname -r")), \(shell("uname -m"))"
 print("lanepool-bench: \(machine); \(lanesPerBand) lanes per band / YY queues per QoS")
 print("ratios are LanePool (or any subject) / \(base); for latencies lower is better")
-json["machine"] = machine
-json["lanes_per_band"] = lanesPerBand
-json["quick"] = options.quick
+print("latencies: HdrHistogram percentiles of nanosecond samples, 3 significant digits, shown in us")
 
-// MARK: W1, W2
-
-for (key, producers) in [("w1", 1), ("w2", 2)] where run.contains(key) {
-  let per = options.tasks / producers
-  for s in subjects { _ = throughput(s, producers: producers, perProducer: max(per / 10, 1000)) }  // warm-up
-  var samples: [String: [Double]] = [:]
-  for _ in 0..<options.rounds {
-    for s in subjects { samples[s.name, default: []].append(throughput(s, producers: producers, perProducer: per)) }
-  }
-  let med = samples.mapValues(median)
-  print("")
-  print("\(key.uppercased()) throughput: \(producers) producer(s) x \(per) tiny tasks to userInitiated, round-robin; median of \(options.rounds) after a warm-up")
-  let w = [22, 12, 10, 22]
-  header(["subject", "tasks/s", "vs GCD YY", "all rounds (M/s)"], w)
-  for s in subjects {
-    print(row([s.name, mps(med[s.name]!), ratio(med[s.name]!, med[base]!), samples[s.name]!.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " ")], w))
-  }
-  json[key] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["median_tasks_per_s": med[$0.name]!, "rounds": samples[$0.name]!, "ratio_vs_gcd_yy": med[$0.name]! / med[base]!]) })
-}
-
-// MARK: W3 and the floor
-
-if run.contains("floor") {
-  let cross = conditionVariableFloor(samples: options.latencySamples, sameCore: false)
-  let same = conditionVariableFloor(samples: options.latencySamples, sameCore: true)
-  print("")
-  print("Platform floor: raw pthread condition-variable wake, \(options.latencySamples) samples 20 us apart (us)")
-  let w = [22, 8, 8, 8]
-  header(["threads", "p50", "p99", "p99.9"], w)
-  print(row(["waiter and waker: 2 cores", f1(cross.p50), f1(cross.p99), f1(cross.p999)], w))
-  print(row(["waiter and waker: 1 core", f1(same.p50), f1(same.p99), f1(same.p999)], w))
-  json["floor"] = ["cross_core": ["p50_us": cross.p50, "p99_us": cross.p99, "p999_us": cross.p999], "same_core": ["p50_us": same.p50, "p99_us": same.p99, "p999_us": same.p999]]
-}
-
-if run.contains("w3") {
-  var res: [String: Percentiles] = [:]
-  for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
-  for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
-  print("")
-  print("W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)")
-  let w = [22, 8, 8, 8, 12, 12]
-  header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY"], w)
-  for s in subjects {
-    let r = res[s.name]!
-    print(row([s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, res[base]!.p50), ratio(r.p99, res[base]!.p99)], w))
-  }
-  json["w3"] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["p50_us": res[$0.name]!.p50, "p99_us": res[$0.name]!.p99, "p999_us": res[$0.name]!.p999]) })
-}
-
-// MARK: W4
-
-if run.contains("w4") {
-  // The same table without the EEVDF slice (what kernels before 6.12 get), side by side.
-  var ui = BandPolicy.default(for: .userInteractive)
-  ui.slice = nil
-  var noSlicePolicies = benchPolicies
-  noSlicePolicies[.userInteractive] = ui
-  let noSlicePool = try LanePool(name: "bench-ns", lanesPerBand: lanesPerBand, policies: noSlicePolicies)
-  let noSlice = Subject(
-    name: "LanePool, no slice", submitMany: { _, _, _ in },
-    probe: { qos, slot in
-      let bits = UInt(bitPattern: slot)
-      try! noSlicePool.queue(for: qos).async { stamp(bits) }
-    },
-    run: { qos, work in try! noSlicePool.queue(for: qos).async(work) }, serialLanes: true)
-  let w4Subjects = [gcdYY, gcdGlobal, swiftTask, laneSwift, noSlice]
-  var res: [String: IsolationResult] = [:]
-  for s in w4Subjects { res[s.name] = priorityIsolation(s, probes: options.probes) }
-  try noSlicePool.shutdown(discardingQueued: false)
-  print("")
-  print("W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us); loaded: the background")
-  print("band kept saturated by 2 ms CPU-bound tasks, \(4 * lanesPerBand) queued; bg/s: background tasks done per second (max \(lanesPerBand * 500))")
-  let w = [22, 9, 9, 10, 10, 13, 12, 6]
-  header(["subject", "idle p50", "idle p99", "load p50", "load p99", "load/idle p99", "p99 vs YY", "bg/s"], w)
-  for s in w4Subjects {
-    let r = res[s.name]!
-    print(row([s.name, f1(r.idle.p50), f1(r.idle.p99), f1(r.loaded.p50), f1(r.loaded.p99), ratio(r.loaded.p99, r.idle.p99), ratio(r.loaded.p99, res[base]!.loaded.p99), String(format: "%.0f", r.backgroundTasksPerSecond)], w))
-  }
-  json["w4"] = Dictionary(uniqueKeysWithValues: w4Subjects.map { s in
-    let r = res[s.name]!
-    return (s.name, ["idle_p50_us": r.idle.p50, "idle_p99_us": r.idle.p99, "loaded_p50_us": r.loaded.p50, "loaded_p99_us": r.loaded.p99, "background_per_s": r.backgroundTasksPerSecond])
-  })
-}
-
-// MARK: W5
-
-if run.contains("w5") {
-  var res: [String: BlockingResult] = [:]
-  for s in subjects { res[s.name] = blocking(s) }
-  print("")
-  print("W5 blocking work: 256 tasks that each sleep 20 ms at utility")
-  let w = [22, 14, 10]
-  header(["subject", "extra threads", "wall (s)"], w)
-  for s in subjects {
-    let r = res[s.name]!
-    print(row([s.name, "\(r.extraThreads)", String(format: "%.2f", r.wallSeconds)], w))
-  }
-  json["w5"] = Dictionary(uniqueKeysWithValues: subjects.map { ($0.name, ["extra_threads": res[$0.name]!.extraThreads, "wall_s": res[$0.name]!.wallSeconds]) })
-}
-
-// MARK: W6
-
+var runs: [RunResult] = []
+var ratios = RatioLog()
 var fifoFailed = false
-if run.contains("w6") {
-  print("")
-  print("W6 per-lane FIFO: \(options.fifoTasks) numbered tasks round-robin over the serial lanes/queues")
-  let w = [22, 30]
-  header(["subject", "result"], w)
-  var out: [String: Any] = [:]
-  for s in [gcdYY, laneSwift] {
-    let r = fifo(s, tasks: options.fifoTasks)
-    let ok = r.violations == 0 && r.ran == options.fifoTasks
-    fifoFailed = fifoFailed || !ok
-    print(row([s.name, ok ? "ok (\(r.ran) tasks in order)" : "FAILED: \(r.violations) out of order, \(r.ran) ran"], w))
-    out[s.name] = ["out_of_order": r.violations, "ran": r.ran]
+
+for runIndex in 1...options.repeatCount {
+  var result = RunResult(run: runIndex)
+  if options.repeatCount > 1 {
+    print("")
+    print("=== run \(runIndex) of \(options.repeatCount) ===")
   }
-  print(row(["GCD global queue", "n/a (concurrent queue)"], w))
-  print(row(["Task(priority:)", "n/a (no lanes)"], w))
-  json["w6"] = out
+
+  // MARK: limit
+
+  if options.runs("limit") {
+    let l = ringLimit(tasks: options.tasks, rounds: options.rounds)
+    result.limit = l
+    print("")
+    print("Limit: the bare ring (the core's ring.h), one thread, no sharing, no lane threads: \(options.tasks) tiny tasks")
+    print("pushed into a \(l.ringCapacity)-cell ring and popped (each one called), a full ring at a time; median of \(options.rounds)")
+    let w = [58, 12]
+    header(["measure", "value"], w)
+    print(row(["ns per push (CAS, two stores, publish)", String(format: "%.2f", l.pushNs)], w))
+    print(row(["ns per pop (acquire load, the call, release store)", String(format: "%.2f", l.popNs)], w))
+    print(row(["bound, 1 core: 1/(push+pop)", mps(l.oneCoreBound)], w))
+    print(row(["bound, \(l.nproc) cores: nproc/(push+pop)", mps(l.allCoresBound)], w))
+    print(row(["W1 bound, 1 producer: min(1/push, nproc/(push+pop))", mps(l.oneProducerBound)], w))
+    print(row(["W2 bound, 2 producers: min(2/push, nproc/(push+pop))", mps(l.twoProducersBound)], w))
+  }
+
+  // MARK: W1, W2
+
+  for (key, producers) in [("w1", 1), ("w2", 2)] where options.runs(key) {
+    let per = options.tasks / producers
+    for s in subjects { _ = throughput(s, producers: producers, perProducer: max(per / 10, 1000)) }  // warm-up
+    var samples: [String: [Double]] = [:]
+    for _ in 0..<options.rounds {
+      for s in subjects { samples[s.name, default: []].append(throughput(s, producers: producers, perProducer: per)) }
+    }
+    let med = samples.mapValues(median)
+    let bound = result.limit?.bound(producers: producers)
+    print("")
+    print("\(key.uppercased()) throughput: \(producers) producer(s) x \(per) tiny tasks to userInitiated, round-robin; median of \(options.rounds) after a warm-up")
+    print("of bound: the median / the limit row's \(producers)-producer bound" + (bound.map { " (\(mps($0)))" } ?? " (no limit row in this run)"))
+    let w = [22, 12, 10, 9, 22]
+    header(["subject", "tasks/s", "vs GCD YY", "of bound", "all rounds (M/s)"], w)
+    var out: [String: ThroughputResult] = [:]
+    for s in subjects {
+      let m = med[s.name]!
+      let r = ThroughputResult(
+        medianTasksPerS: m, rounds: samples[s.name]!, ratioVsGcdYY: m / med[base]!, fractionOfBound: bound.map { m / $0 })
+      out[s.name] = r
+      ratios.add(key, "tasks/s", s.name, base: base, r.ratioVsGcdYY)
+      if let f = r.fractionOfBound { ratios.add(key, "tasks/s of bound", s.name, base: "limit bound", f) }
+      print(row([s.name, mps(m), ratio(m, med[base]!), r.fractionOfBound.map { String(format: "%.3f", $0) } ?? "-", r.rounds.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " ")], w))
+    }
+    if key == "w1" { result.w1 = out } else { result.w2 = out }
+  }
+
+  // MARK: W3 and the floor
+
+  if options.runs("floor") {
+    let cross = conditionVariableFloor(samples: options.latencySamples, sameCore: false)
+    let same = conditionVariableFloor(samples: options.latencySamples, sameCore: true)
+    print("")
+    print("Platform floor: raw pthread condition-variable wake, \(options.latencySamples) samples 20 us apart (us)")
+    let w = [22, 8, 8, 8]
+    header(["threads", "p50", "p99", "p99.9"], w)
+    print(row(["waiter and waker: 2 cores", f1(cross.p50), f1(cross.p99), f1(cross.p999)], w))
+    print(row(["waiter and waker: 1 core", f1(same.p50), f1(same.p99), f1(same.p999)], w))
+    result.floor = FloorResult(crossCore: cross, sameCore: same)
+  }
+
+  if options.runs("w3") {
+    var res: [String: Percentiles] = [:]
+    for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
+    for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
+    let b = res[base]!
+    print("")
+    print("W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)")
+    let w = [22, 8, 8, 8, 12, 12, 14]
+    header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
+    for s in subjects {
+      let r = res[s.name]!
+      print(row([s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w))
+      ratios.add("w3", "p50", s.name, base: base, r.p50 / b.p50)
+      ratios.add("w3", "p99", s.name, base: base, r.p99 / b.p99)
+      ratios.add("w3", "p99.9", s.name, base: base, r.p999 / b.p999)
+    }
+    result.w3 = res
+  }
+
+  // MARK: W4
+
+  if options.runs("w4") {
+    // The same table without the EEVDF slice (what kernels before 6.12 get), side by side.
+    var ui = BandPolicy.default(for: .userInteractive)
+    ui.slice = nil
+    var noSlicePolicies = benchPolicies
+    noSlicePolicies[.userInteractive] = ui
+    let noSlicePool = try LanePool(name: "bench-ns", lanesPerBand: lanesPerBand, policies: noSlicePolicies)
+    let noSlice = Subject(
+      name: "LanePool, no slice", submitMany: { _, _, _ in },
+      probe: { qos, slot in
+        let bits = UInt(bitPattern: slot)
+        try! noSlicePool.queue(for: qos).async { stamp(bits) }
+      },
+      run: { qos, work in try! noSlicePool.queue(for: qos).async(work) }, serialLanes: true)
+    let w4Subjects = [gcdYY, gcdGlobal, swiftTask, laneSwift, noSlice]
+    var res: [String: IsolationResult] = [:]
+    for s in w4Subjects { res[s.name] = priorityIsolation(s, probes: options.probes) }
+    try noSlicePool.shutdown(discardingQueued: false)
+    let b = res[base]!
+    print("")
+    print("W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us); loaded: the background")
+    print("band kept saturated by 2 ms CPU-bound tasks, \(4 * lanesPerBand) queued; bg/s: background tasks done per second (max \(lanesPerBand * 500))")
+    let w = [22, 9, 9, 10, 10, 13, 12, 6]
+    header(["subject", "idle p50", "idle p99", "load p50", "load p99", "load/idle p99", "p99 vs YY", "bg/s"], w)
+    for s in w4Subjects {
+      let r = res[s.name]!
+      print(row([s.name, f1(r.idle.p50), f1(r.idle.p99), f1(r.loaded.p50), f1(r.loaded.p99), ratio(r.loaded.p99, r.idle.p99), ratio(r.loaded.p99, b.loaded.p99), String(format: "%.0f", r.backgroundTasksPerSecond)], w))
+      ratios.add("w4", "idle p50", s.name, base: base, r.idle.p50 / b.idle.p50)
+      ratios.add("w4", "idle p99", s.name, base: base, r.idle.p99 / b.idle.p99)
+      ratios.add("w4", "loaded p50", s.name, base: base, r.loaded.p50 / b.loaded.p50)
+      ratios.add("w4", "loaded p99", s.name, base: base, r.loaded.p99 / b.loaded.p99)
+      ratios.add("w4", "bg/s", s.name, base: base, r.backgroundTasksPerSecond / b.backgroundTasksPerSecond)
+    }
+    result.w4 = res
+  }
+
+  // MARK: W5
+
+  if options.runs("w5") {
+    var res: [String: BlockingResult] = [:]
+    for s in subjects { res[s.name] = blocking(s) }
+    let b = res[base]!
+    print("")
+    print("W5 blocking work: 256 tasks that each sleep 20 ms at utility")
+    let w = [22, 14, 10]
+    header(["subject", "extra threads", "wall (s)"], w)
+    for s in subjects {
+      let r = res[s.name]!
+      print(row([s.name, "\(r.extraThreads)", String(format: "%.2f", r.wallSeconds)], w))
+      // extra threads: a ratio only where the YY pool made some (0 / 0 says nothing).
+      if b.extraThreads > 0 { ratios.add("w5", "extra threads", s.name, base: base, Double(r.extraThreads) / Double(b.extraThreads)) }
+      ratios.add("w5", "wall", s.name, base: base, r.wallSeconds / b.wallSeconds)
+    }
+    result.w5 = res
+  }
+
+  // MARK: W6
+
+  if options.runs("w6") {
+    print("")
+    print("W6 per-lane FIFO: \(options.fifoTasks) numbered tasks round-robin over the serial lanes/queues")
+    let w = [22, 30]
+    header(["subject", "result"], w)
+    var out: [String: FifoResult] = [:]
+    for s in [gcdYY, laneSwift] {
+      let r = fifo(s, tasks: options.fifoTasks)
+      let ok = r.violations == 0 && r.ran == options.fifoTasks
+      fifoFailed = fifoFailed || !ok
+      print(row([s.name, ok ? "ok (\(r.ran) tasks in order)" : "FAILED: \(r.violations) out of order, \(r.ran) ran"], w))
+      out[s.name] = FifoResult(outOfOrder: r.violations, ran: r.ran)
+    }
+    print(row(["GCD global queue", "n/a (concurrent queue)"], w))
+    print(row(["Task(priority:)", "n/a (no lanes)"], w))
+    result.w6 = out
+  }
+
+  // MARK: W7
+
+  if options.runs("w7") {
+    var res: [String: Double] = [:]
+    for s in subjects { res[s.name] = idleCost(s) }
+    print("")
+    print("W7 idle cost: after a burst of 100,000 tasks, the process idles 1 s: CPU its threads used (% of one core;")
+    print("every pool in the process counts, LanePool's default pool and the bench's five-band pools included)")
+    let w = [22, 10]
+    header(["after a burst of", "CPU %"], w)
+    for s in subjects {
+      print(row([s.name, String(format: "%.3f", res[s.name]!)], w))
+      ratios.add("w7", "idle CPU", s.name, base: base, res[s.name]! / res[base]!)
+    }
+    result.w7 = res.mapValues { IdleResult(idleCPUPercent: $0) }
+  }
+
+  // MARK: W8, W9
+
+  if options.runs("w8") {
+    let res = runW8(calls: options.syncCalls, rounds: options.rounds)
+    let base8 = "GCD serial queue .sync"
+    let gcd = res[base8]!
+    print("")
+    print("W8 sync round trip: \(options.syncCalls) calls that add 1 to a plain counter, median of \(options.rounds) rounds (ns per call);")
+    print("idle: one caller, the lane parked; contended: two threads sync onto the same lane / queue at once")
+    let w = [26, 10, 12, 14, 16]
+    header(["subject", "idle ns", "idle vs GCD", "contended ns", "contended vs GCD"], w)
+    for name in [base8, "LanePool lane.sync", "LanePool C lane_sync", "LanePool, lane thread"] {
+      let r = res[name]!
+      print(row([name, f1(r.idleNsPerCall), ratio(r.idleNsPerCall, gcd.idleNsPerCall), f1(r.contendedNsPerCall), ratio(r.contendedNsPerCall, gcd.contendedNsPerCall)], w))
+      ratios.add("w8", "idle ns/call", name, base: base8, r.idleNsPerCall / gcd.idleNsPerCall)
+      ratios.add("w8", "contended ns/call", name, base: base8, r.contendedNsPerCall / gcd.contendedNsPerCall)
+    }
+    result.w8 = res
+  }
+
+  if options.runs("w9") {
+    var res = runW9(calls: options.pingPongCalls, rounds: options.rounds)
+    if let child = defaultExecutorPingPong(calls: options.pingPongCalls, rounds: options.rounds) {
+      res.append(("LanePool as default executor", child))
+    }
+    let base9 = "default executor"
+    let b = res.first { $0.0 == base9 }!.1.nsPerCall
+    print("")
+    print("W9 actor ping-pong: \(options.pingPongCalls) awaited calls from one actor to another, median of \(options.rounds) rounds")
+    let w = [40, 10, 18, 16]
+    header(["variant", "ns/call", "vs default executor", "lane jobs/call"], w)
+    for (name, r) in res {
+      print(row([name, f1(r.nsPerCall), ratio(r.nsPerCall, b), r.laneJobsPerCall.map { String(format: "%.2f", $0) } ?? "-"], w))
+      ratios.add("w9", "ns/call", name, base: base9, r.nsPerCall / b)
+    }
+    result.w9 = Dictionary(uniqueKeysWithValues: res.map { ($0.0, $0.1) })
+  }
+
+  runs.append(result)
 }
 
-// MARK: W7
+// MARK: Ratios across runs
 
-if run.contains("w7") {
-  var res: [String: Double] = [:]
-  for s in subjects { res[s.name] = idleCost(s) }
+let summaries = ratios.summaries
+if options.repeatCount > 1 {
   print("")
-  print("W7 idle cost: after a burst of 100,000 tasks, the process idles 1 s: CPU its threads used (% of one core;")
-  print("every pool in the process counts, LanePool's default pool and the bench's five-band pools included)")
-  let w = [22, 10]
-  header(["after a burst of", "CPU %"], w)
-  for s in subjects { print(row([s.name, String(format: "%.3f", res[s.name]!)], w)) }
-  json["w7"] = res.mapValues { ["idle_cpu_percent": $0] }
-}
-
-// MARK: W8, W9
-
-if run.contains("w8") {
-  let res = runW8(calls: options.syncCalls, rounds: options.rounds)
-  let gcd = res["GCD serial queue .sync"]!
-  print("")
-  print("W8 sync round trip: \(options.syncCalls) calls that add 1 to a plain counter, median of \(options.rounds) rounds (ns per call);")
-  print("idle: one caller, the lane parked; contended: two threads sync onto the same lane / queue at once")
-  let w = [26, 10, 12, 14, 16]
-  header(["subject", "idle ns", "idle vs GCD", "contended ns", "contended vs GCD"], w)
-  for name in ["GCD serial queue .sync", "LanePool lane.sync", "LanePool C lane_sync", "LanePool, lane thread"] {
-    let r = res[name]!
-    print(row([name, f1(r.idleNsPerCall), ratio(r.idleNsPerCall, gcd.idleNsPerCall), f1(r.contendedNsPerCall), ratio(r.contendedNsPerCall, gcd.contendedNsPerCall)], w))
+  print("Ratios across \(options.repeatCount) runs, min / median / max: each subject / the GCD YY pool (W8: / GCD serial queue")
+  print(".sync, W9: / the default executor; 'of bound': / the limit row's bound); latencies and ns/call: lower is better")
+  let w = [6, 18, 38, 8, 8, 8]
+  header(["", "metric", "subject", "min", "median", "max"], w)
+  for r in summaries {
+    print(row([r.workload.uppercased(), r.metric, r.subject, ratioValue(r.min), ratioValue(r.median), ratioValue(r.max)], w))
   }
-  json["w8"] = Dictionary(uniqueKeysWithValues: res.map { ($0.key, ["idle_ns_per_call": $0.value.idleNsPerCall, "contended_ns_per_call": $0.value.contendedNsPerCall]) })
-}
-
-if run.contains("w9") {
-  var res = runW9(calls: options.pingPongCalls, rounds: options.rounds)
-  if let child = defaultExecutorPingPong(calls: options.pingPongCalls, rounds: options.rounds) {
-    res.append(("LanePool as default executor", child))
-  }
-  let base9 = res.first { $0.0 == "default executor" }!.1.nsPerCall
-  print("")
-  print("W9 actor ping-pong: \(options.pingPongCalls) awaited calls from one actor to another, median of \(options.rounds) rounds")
-  let w = [40, 10, 18, 16]
-  header(["variant", "ns/call", "vs default executor", "lane jobs/call"], w)
-  for (name, r) in res {
-    print(row([name, f1(r.nsPerCall), ratio(r.nsPerCall, base9), r.laneJobsPerCall.map { String(format: "%.2f", $0) } ?? "-"], w))
-  }
-  json["w9"] = Dictionary(uniqueKeysWithValues: res.map { ($0.0, ["ns_per_call": $0.1.nsPerCall, "lane_jobs_per_call": $0.1.laneJobsPerCall ?? -1]) })
 }
 
 if let path = options.json {
-  let data = try JSONSerialization.data(withJSONObject: json, options: [.prettyPrinted, .sortedKeys])
-  try data.write(to: URL(fileURLWithPath: path))
+  let report = BenchReport(
+    machine: machine, lanesPerBand: lanesPerBand, nproc: nproc, quick: options.quick, options: options,
+    runs: runs, ratios: summaries)
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+  try encoder.encode(report).write(to: URL(fileURLWithPath: path))
   print("\nwrote \(path)")
 }
 

@@ -1,6 +1,13 @@
-/* lanepool-bench's shim for the GNU-only affinity calls Swift's Glibc module hides. */
+/* lanepool-bench's shim for the GNU-only affinity calls Swift's Glibc module hides,
+ * and the bare-ring cost of the `limit` row. */
 #ifndef LANEPOOL_BENCHSUPPORT_H
 #define LANEPOOL_BENCHSUPPORT_H
+#include <stdint.h>
 /** Restricts the calling thread to the given CPUs. 0 or errno. */
 int lpb_set_affinity(const int *cpus, int count);
+/** Single-threaded push then pop (calling each task) of `tasks` tiny tasks through the
+ *  core's ring (Sources/CLanePool/ring.h) of `capacity` cells, in batches of a full
+ *  ring: *push_ns and *pop_ns per task. 0, EINVAL, ENOMEM, or EIO (the ring refused a
+ *  push or a pop, or a task did not run: a bug). */
+int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *pop_ns);
 #endif

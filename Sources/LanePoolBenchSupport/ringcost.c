@@ -1,0 +1,71 @@
+/*
+ * ringcost.c - lanepool-bench's `limit` row: the bare ring's own CPU cost on this
+ * machine. One thread, no sharing, no lane threads: it fills a ring of a lane's size
+ * through the core's own lanepool__ring_push (one CAS, two stores, a release publish),
+ * then empties it through lanepool__ring_pop and calls each task (one acquire load, the
+ * call, a release store), and times the two phases apart. The ring code is the core's
+ * header, included as is (static inline), so this is the code a lane runs, minus the
+ * lane: no wake check, no overflow list, no cross-core cache traffic.
+ */
+#define _GNU_SOURCE
+#include "benchsupport.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "../CLanePool/ring.h"
+
+static uint64_t lpb_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The tiny task: what W1's C subject runs, less the completion check. */
+__attribute__((noinline)) static void lpb_tiny(void *ctx) { ++*(volatile uint64_t *)ctx; }
+
+int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *pop_ns) {
+  if (!push_ns || !pop_ns || tasks == 0 || capacity < 2 || (capacity & (capacity - 1)) != 0)
+    return EINVAL;
+  lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__slot) * capacity);
+  lanepool__ring *ring = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__ring));
+  if (!slots || !ring) {
+    free(slots);
+    free(ring);
+    return ENOMEM;
+  }
+  lanepool__ring_init(ring, slots, capacity);
+  uint64_t counter = 0, push_total = 0, pop_total = 0;
+  int rc = 0;
+  for (uint64_t done = 0; done < tasks && rc == 0;) {
+    uint64_t batch = tasks - done < capacity ? tasks - done : capacity;
+    uint64_t t0 = lpb_now_ns();
+    for (uint64_t i = 0; i < batch; i++) {
+      if (lanepool__ring_push(ring, lpb_tiny, &counter, false) != 0) {
+        rc = EIO;
+        break;
+      }
+    }
+    uint64_t t1 = lpb_now_ns();
+    for (uint64_t i = 0; i < batch && rc == 0; i++) {
+      lanepool__ring_task task;
+      if (!lanepool__ring_pop(ring, &task)) {
+        rc = EIO;
+        break;
+      }
+      task.fn(task.ctx);
+    }
+    uint64_t t2 = lpb_now_ns();
+    push_total += t1 - t0;
+    pop_total += t2 - t1;
+    done += batch;
+  }
+  if (rc == 0 && counter != tasks) rc = EIO;
+  free(slots);
+  free(ring);
+  if (rc) return rc;
+  *push_ns = (double)push_total / (double)tasks;
+  *pop_ns = (double)pop_total / (double)tasks;
+  return 0;
+}
