@@ -3,11 +3,16 @@
 
     swift run -c release lanepool-bench --json docs/bench/results.json
     pip install matplotlib
-    python3 scripts/plot_bench.py docs/bench/results.json docs/bench/benchmarks.png
+    python3 scripts/plot_bench.py docs/bench/results.json docs/bench/benchmarks.png [--run N]
 
 Panels: W1/W2 throughput per subject; W3 wake latency percentiles per subject (with
 the raw condition-variable floor); W4 probe p99 idle vs loaded per subject.
+
+The JSON has one entry per run under "runs" (`--repeat N` makes N); --run picks which
+one is drawn (1-based, default 1). A file from before "runs" (the workloads at the top
+level, W4's percentiles flat) is read too.
 """
+import argparse
 import json
 import sys
 
@@ -17,13 +22,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def main(src: str, dst: str) -> None:
+def w4_p99(r: dict, subject: str, which: str) -> float:
+    """W4's p99 (us), `which` "idle" or "loaded": nested now, flat in older files."""
+    e = r["w4"][subject]
+    return e[which]["p99_us"] if which in e else e[f"{which}_p99_us"]
+
+
+def main(src: str, dst: str, run: int) -> None:
     with open(src) as f:
-        r = json.load(f)
+        top = json.load(f)
+    if "runs" in top:
+        if not 1 <= run <= len(top["runs"]):
+            sys.exit(f"--run {run}: the file has runs 1 to {len(top['runs'])}")
+        r = dict(top["runs"][run - 1], machine=top["machine"])
+        runs_note = f"run {run} of {len(top['runs'])}"
+    else:
+        r = top
+        runs_note = "one run"
     order = ["GCD YY pool", "GCD global queue", "Task(priority:)", "LanePool Swift", "LanePool C fn"]
     colors = ["#9e9e9e", "#bdbdbd", "#8d6e63", "#1e88e5", "#0d47a1"]
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
-    fig.suptitle(f"lanepool-bench, one run: {r['machine']}", fontsize=11)
+    fig.suptitle(f"lanepool-bench, {runs_note}: {r['machine']}", fontsize=11)
 
     ax = axes[0]
     width = 0.38
@@ -62,8 +81,8 @@ def main(src: str, dst: str) -> None:
     ax = axes[2]
     if "w4" in r:
         subj = order[:-1] + ["LanePool, no slice"]
-        idle = [r["w4"][s]["idle_p99_us"] for s in subj]
-        loaded = [r["w4"][s]["loaded_p99_us"] for s in subj]
+        idle = [w4_p99(r, s, "idle") for s in subj]
+        loaded = [w4_p99(r, s, "loaded") for s in subj]
         width = 0.38
         ax.bar([i - width / 2 for i in range(len(subj))], idle, width, label="idle p99", color="#90caf9")
         ax.bar([i + width / 2 for i in range(len(subj))], loaded, width, label="background saturated, p99",
@@ -81,5 +100,9 @@ def main(src: str, dst: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "docs/bench/results.json",
-         sys.argv[2] if len(sys.argv) > 2 else "docs/bench/benchmarks.png")
+    ap = argparse.ArgumentParser(description="Draws lanepool-bench's JSON as a PNG.")
+    ap.add_argument("src", nargs="?", default="docs/bench/results.json")
+    ap.add_argument("dst", nargs="?", default="docs/bench/benchmarks.png")
+    ap.add_argument("--run", type=int, default=1, help="which run of a --repeat file (1-based)")
+    a = ap.parse_args()
+    main(a.src, a.dst, a.run)
