@@ -52,8 +52,9 @@ let coreStallPhrase = " has been running one task for over "
 /// | `lanepool lane stall ended` | notice | `lanepool.pool`, `lanepool.lane`, `lanepool.qos`, `lanepool.stalled_seconds` |
 ///
 /// While it runs (draining included) it watches the pool's stall detector (a pool
-/// made with `LanePool.Configuration.stallThreshold`): every `stallCheckInterval` it
-/// reads each lane's `LaneInfo`, and logs a stall once when it is first seen and once
+/// made with `LanePool.Configuration.stallThreshold`): every `stallCheckInterval`, on a
+/// thread of its own (so a busy cooperative pool cannot hide a stall), it reads each
+/// lane's `LaneInfo`, and logs a stall once when it is first seen and once
 /// when the stalled task has returned. `lanepool.running_seconds` is how long the task
 /// had run when seen; `lanepool.stalled_seconds` how long it ran in all, to within one
 /// check interval. A stall that started and ended between two checks is logged as one
@@ -85,23 +86,15 @@ public struct LanePoolService: Service {
   /// (then cancels the pool and throws `CancellationError`); see ``LanePoolService``.
   public func run() async throws {
     let watch = StallWatch(pool: pool, logger: logger)
+    if let every = stallCheckInterval { watch.start(every: every) }
     do {
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        if let every = stallCheckInterval {
-          group.addTask {
-            while !Task.isCancelled {
-              watch.check()
-              try? await Task.sleep(for: every)
-            }
-          }
-        }
-        defer { group.cancelAll() }
-        try await lifecycle()
-      }
+      try await lifecycle()
     } catch {
+      watch.stop()
       watch.check()  // a stall the shutdown ended
       throw error
     }
+    watch.stop()
     watch.check()
   }
 
@@ -148,7 +141,10 @@ public struct LanePoolService: Service {
   }
 }
 
-/// Turns the stall detector's per-lane state into two log lines per stall.
+/// Turns the stall detector's per-lane state into two log lines per stall. It looks on
+/// a thread of its own, not on a task: a stall often comes with blocked threads, and
+/// a cooperative pool kept busy (by callers waiting for the stalled lane, say) must
+/// not keep the stall from being reported.
 final class StallWatch: Sendable {
   private struct Seen {
     var stalls: UInt64 = 0  // stalls accounted for
@@ -161,13 +157,37 @@ final class StallWatch: Sendable {
   private let logger: Logger
   private let lanes: [Lane]
   private let seen: Mutex<[Seen]>
+  private let stopped = Atomic<Bool>(false)
 
   init(pool: LanePool, logger: Logger) {
     self.pool = pool
     self.logger = logger
     self.lanes = pool.allLanes
-    self.seen = Mutex(lanes.map { Seen(stalls: $0.info.stalls) })
+    // Stalls that ended before the service started are history; one under way now is
+    // not seen yet, so the first look reports it.
+    self.seen = Mutex(
+      lanes.map { lane in
+        let info = lane.info
+        return Seen(stalls: info.stalls &- (info.isStalled ? 1 : 0))
+      })
   }
+
+  /// Looks every `every` on a new thread until ``stop()``.
+  func start(every: Duration) {
+    let (secs, atto) = every.components
+    let pause = max(0.001, Double(secs) + Double(atto) / 1e18)
+    let thread = Thread { [self] in
+      while !stopped.load(ordering: .acquiring) {
+        check()
+        Thread.sleep(forTimeInterval: pause)
+      }
+    }
+    thread.name = "lanepool-stalls"
+    thread.start()
+  }
+
+  /// The thread ends at its next wake-up (it may look once more).
+  func stop() { stopped.store(true, ordering: .releasing) }
 
   /// One look at every lane. Calls run one at a time.
   func check() {

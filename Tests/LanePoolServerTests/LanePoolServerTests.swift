@@ -144,26 +144,23 @@ struct LanePoolServerTests {
     let pool = try LanePool(configuration: c)
     let service = LanePoolService(pool: pool, logger: logger, stallCheckInterval: .milliseconds(2))
     let lane = pool.queue(for: .utility)
-    try await testGracefulShutdown { trigger in
-      try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await service.run() }
-        for round in 1...2 {
-          let gate = DispatchSemaphore(value: 0)
-          try lane.async { gate.wait() }
-          #expect(await eventually { logs.with("lanepool lane stalled").count == round })
-          // Stuck for 100 ms more: 50 checks by the service, 20 by the core, one warning.
-          try await Task.sleep(for: .milliseconds(100))
-          #expect(logs.with("lanepool lane stalled").count == round)
-          #expect(logs.with("lanepool lane stall ended").count == round - 1)
-          gate.signal()
-          #expect(await eventually { logs.with("lanepool lane stall ended").count == round })
-          try await Task.sleep(for: .milliseconds(50))
-          #expect(logs.with("lanepool lane stall ended").count == round)
-        }
-        trigger.triggerGracefulShutdown()
-        try await group.waitForAll()
-      }
+    // The service's task is cancelled at the end (its cancelling path).
+    let running = Task { try await service.run() }
+    for round in 1...2 {
+      let gate = DispatchSemaphore(value: 0)
+      try lane.async { gate.wait() }
+      #expect(await eventually { logs.with("lanepool lane stalled").count == round })
+      // Stuck for 100 ms more: 50 checks by the service, 20 by the core, one warning.
+      try await Task.sleep(for: .milliseconds(100))
+      #expect(logs.with("lanepool lane stalled").count == round)
+      #expect(logs.with("lanepool lane stall ended").count == round - 1)
+      gate.signal()
+      #expect(await eventually { logs.with("lanepool lane stall ended").count == round })
+      try await Task.sleep(for: .milliseconds(50))
+      #expect(logs.with("lanepool lane stall ended").count == round)
     }
+    running.cancel()
+    await #expect(throws: CancellationError.self) { try await running.value }
     let started = logs.with("lanepool lane stalled")
     let ended = logs.with("lanepool lane stall ended")
     #expect(started.count == 2)
@@ -187,6 +184,36 @@ struct LanePoolServerTests {
     #expect(!logs.all.contains { $0.message.contains("running one task") })
     #expect(logs.all.filter { $0.level == .warning }.count == 2)
     #expect(pool.lanes(for: .utility)[0].info.stalls == 2)
+  }
+
+  @Test("a stall under way when the service starts is reported, once, and its end; an ended one is not")
+  func stallUnderWayAtStart() async throws {
+    let (logger, logs) = capturingLogger()
+    var c = LanePool.Configuration()
+    c.name = "svc7"
+    c.lanesPerBand = 1
+    c.stallThreshold = .milliseconds(10)
+    let pool = try LanePool(configuration: c)
+    // An earlier stall, over before the service starts: history, not logged.
+    let earlier = DispatchSemaphore(value: 0)
+    try pool.queue(for: .background).async { earlier.wait() }
+    #expect(await eventually { pool.queue(for: .background).info.isStalled })
+    earlier.signal()
+    // One under way when it starts.
+    let gate = DispatchSemaphore(value: 0)
+    let lane = pool.queue(for: .utility)
+    try lane.async { gate.wait() }
+    #expect(await eventually { lane.info.isStalled })
+    let running = Task { try await LanePoolService(pool: pool, logger: logger, stallCheckInterval: .milliseconds(2)).run() }
+    #expect(await eventually { logs.with("lanepool lane stalled").count == 1 })
+    try await Task.sleep(for: .milliseconds(50))
+    gate.signal()
+    #expect(await eventually { logs.with("lanepool lane stall ended").count == 1 })
+    try await Task.sleep(for: .milliseconds(50))
+    running.cancel()
+    await #expect(throws: CancellationError.self) { try await running.value }
+    #expect(logs.with("lanepool lane stalled").map { $0["lanepool.lane"] } == ["svc7-ut-0"])
+    #expect(logs.with("lanepool lane stall ended").map { $0["lanepool.lane"] } == ["svc7-ut-0"])
   }
 
   @Test("metrics: tasks executed, queue depth, queue wait, busy time and busy ratio per band")
