@@ -24,6 +24,19 @@
  *    to the discard callback.
  *  - All functions are thread-safe unless stated otherwise. Pointers to a pool or
  *    lane must not be used after lanepool_destroy() of that pool has started.
+ *  - Structs the caller allocates and passes in by pointer (lanepool_config_t,
+ *    lanepool_info_t, lanepool_lane_info_t, lanepool_band_policy_t) start with
+ *    `uint32_t struct_size`: sizeof the struct as the caller's header defines it, so a
+ *    later library can tell an older caller's smaller struct from its own and add
+ *    fields without breaking it. It is set for you: by lanepool_config_init() for a
+ *    config, and by the inline wrappers lanepool_info(), lanepool_lane_info() and
+ *    lanepool_default_policy() for the structs they fill (each calls its exported
+ *    *_sized function). A size the library does not accept is EINVAL, before anything
+ *    else is read or written. This library accepts exactly its own sizes; the rule for
+ *    later ones is in docs/c-library.md. Element types of arrays and structs only ever
+ *    embedded (lanepool_topology_t, lanepool_topology_node_t, lanepool_lane_placement_t,
+ *    lanepool_applied_t) have no size field: they are frozen, and a release that needs
+ *    more adds a new type.
  */
 #ifndef LANEPOOL_H
 #define LANEPOOL_H
@@ -140,6 +153,10 @@ typedef enum lanepool_ioprio_class {
 /** What a band's lanes ask the kernel for. Applied by each lane from inside its own
  *  thread before its first task. See docs/priorities.md. */
 typedef struct lanepool_band_policy {
+  /** sizeof(lanepool_band_policy_t) of the caller's header (see the top of this file).
+   *  Read by lanepool_default_policy_sized(); inside a lanepool_config_t the config's
+   *  struct_size decides and this one is not read. */
+  uint32_t struct_size;
   lanepool_sched_t sched;       /* scheduling policy */
   int rt_priority;              /* 1...99 for FIFO/RR; must be 0 otherwise */
   int nice;                     /* -20...19 */
@@ -155,8 +172,16 @@ typedef struct lanepool_band_policy {
 /** The priority class of a QoS (the seeds' table). 0 or EINVAL. */
 LANEPOOL_API int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out);
 
-/** LanePool's default OS policy for a QoS (docs/priorities.md). 0 or EINVAL. */
-LANEPOOL_API int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out);
+/** LanePool's default OS policy for a QoS (docs/priorities.md) into *out, whose
+ *  struct_size must be one this library accepts. 0 or EINVAL (bad qos, NULL out, a
+ *  struct_size not accepted: then *out is unchanged). */
+LANEPOOL_API int lanepool_default_policy_sized(lanepool_qos_t qos, lanepool_band_policy_t *out);
+
+/** lanepool_default_policy_sized() with out->struct_size set to this header's size. */
+static inline int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out) {
+  if (out) out->struct_size = (uint32_t)sizeof(lanepool_band_policy_t);
+  return lanepool_default_policy_sized(qos, out);
+}
 
 /* ---- placement ---------------------------------------------------------------- */
 
@@ -236,6 +261,10 @@ typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message,
 
 /** Pool configuration. Always initialise with lanepool_config_init(). */
 typedef struct lanepool_config {
+  /** sizeof(lanepool_config_t) of the caller's header, set by lanepool_config_init();
+   *  lanepool_create(), lanepool_config_check() and lanepool_default_configure() refuse
+   *  a size this library does not accept (EINVAL, field "struct_size"). */
+  uint32_t struct_size;
   /** Pool name, used for thread names "<name>-<band>-<i>" (15 bytes, truncated).
    *  NULL means "lanepool". Must not be empty. Copied. */
   const char *name;
@@ -288,8 +317,16 @@ typedef struct lanepool_config {
   uint64_t stall_threshold_ns;
 } lanepool_config_t;
 
-/** Fills `cfg` with defaults. Returns EINVAL if cfg is NULL. */
-LANEPOOL_API int lanepool_config_init(lanepool_config_t *cfg);
+/** Fills the first `struct_size` bytes of `cfg` with defaults and sets
+ *  cfg->struct_size. Returns EINVAL (NULL cfg, or a struct_size this library does not
+ *  accept: then nothing is written). Call it through lanepool_config_init(). */
+LANEPOOL_API int lanepool_config_init_sized(lanepool_config_t *cfg, uint32_t struct_size);
+
+/** Fills `cfg` with defaults, struct_size with this header's sizeof(lanepool_config_t).
+ *  Returns EINVAL if cfg is NULL. */
+static inline int lanepool_config_init(lanepool_config_t *cfg) {
+  return lanepool_config_init_sized(cfg, (uint32_t)sizeof(lanepool_config_t));
+}
 
 /**
  * Checks a configuration without creating anything: the same checks, in the same
@@ -573,6 +610,7 @@ typedef struct lanepool_applied {
  * kernel does not support custom slices.) */
 
 typedef struct lanepool_lane_info {
+  uint32_t struct_size;    /* sizeof of the caller's header; see lanepool_lane_info() */
   lanepool_qos_t qos;
   uint32_t index;          /* index within its band */
   pid_t tid;               /* kernel thread id (as in /proc/self/task) */
@@ -595,10 +633,19 @@ typedef struct lanepool_lane_info {
   uint64_t stalls;         /* stalls detected so far */
 } lanepool_lane_info_t;
 
-/** Snapshot of a lane. 0 or EINVAL. Counters are read without stopping the lane. */
-LANEPOOL_API int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out);
+/** Snapshot of a lane into the first out->struct_size bytes of *out. 0, EINVAL (NULL
+ *  lane or out, a struct_size this library does not accept: then *out is unchanged) or
+ *  EOWNERDEAD (a fork child). Counters are read without stopping the lane. */
+LANEPOOL_API int lanepool_lane_info_sized(const lanepool_lane_t *lane, lanepool_lane_info_t *out);
+
+/** lanepool_lane_info_sized() with out->struct_size set to this header's size. */
+static inline int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
+  if (out) out->struct_size = (uint32_t)sizeof(lanepool_lane_info_t);
+  return lanepool_lane_info_sized(lane, out);
+}
 
 typedef struct lanepool_info {
+  uint32_t struct_size; /* sizeof of the caller's header; see lanepool_info() */
   char name[LANEPOOL_MAX_NAME + 1];
   uint32_t lanes_per_band;
   uint32_t ring_capacity;
@@ -607,8 +654,16 @@ typedef struct lanepool_info {
   int is_default;
 } lanepool_info_t;
 
-/** Snapshot of a pool. 0 or EINVAL. */
-LANEPOOL_API int lanepool_info(const lanepool_t *pool, lanepool_info_t *out);
+/** Snapshot of a pool into the first out->struct_size bytes of *out. 0, EINVAL (NULL
+ *  pool or out, a struct_size this library does not accept: then *out is unchanged) or
+ *  EOWNERDEAD (a fork child). */
+LANEPOOL_API int lanepool_info_sized(const lanepool_t *pool, lanepool_info_t *out);
+
+/** lanepool_info_sized() with out->struct_size set to this header's size. */
+static inline int lanepool_info(const lanepool_t *pool, lanepool_info_t *out) {
+  if (out) out->struct_size = (uint32_t)sizeof(lanepool_info_t);
+  return lanepool_info_sized(pool, out);
+}
 
 /** The pool a lane belongs to. 0 or EINVAL. */
 LANEPOOL_API int lanepool_lane_pool(const lanepool_lane_t *lane, lanepool_t **out);

@@ -243,6 +243,9 @@ void lanepool__pool_free(lanepool_t *pool);
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
+/* 1 if `struct_size` is one this library accepts for a struct whose sizeof is
+ * `current` (pool.c; see the top of lanepool.h). */
+int lanepool__size_accepted(uint32_t struct_size, size_t current);
 int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
                               const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);

@@ -756,10 +756,11 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
   return st == 1 ? 0 : ECANCELED;
 }
 
-int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
-  if (!lane || !out) return EINVAL;
+int lanepool_lane_info_sized(const lanepool_lane_t *lane, lanepool_lane_info_t *dst) {
+  if (!lane || !dst || !lanepool__size_accepted(dst->struct_size, sizeof *dst)) return EINVAL;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   lanepool_lane_t *l = (lanepool_lane_t *)lane;
+  lanepool_lane_info_t full, *out = &full;
   memset(out, 0, sizeof *out);
   out->qos = lanepool__qos_of_band[l->band];
   out->index = l->index;
@@ -782,6 +783,8 @@ int lanepool_lane_info(const lanepool_lane_t *lane, lanepool_lane_info_t *out) {
   out->stalled = since != 0;
   out->stalled_ns = since ? lanepool__now_ns() - since : 0;
   out->stalls = atomic_load_explicit(&l->stalls, memory_order_relaxed);
+  out->struct_size = dst->struct_size;
+  memcpy(dst, out, dst->struct_size); /* an older caller's prefix */
   return 0;
 }
 

@@ -29,14 +29,16 @@ static const lanepool_priority_class_t class_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_PRIORITY_HIGH, LANEPOOL_PRIORITY_HIGH, LANEPOOL_PRIORITY_DEFAULT,
     LANEPOOL_PRIORITY_LOW, LANEPOOL_PRIORITY_BACKGROUND};
 
+#define SIZE ((uint32_t)sizeof(lanepool_band_policy_t))
 static const lanepool_band_policy_t default_policy[LANEPOOL_BAND_COUNT] = {
-    /* sched, rt, nice, ioprio class, level, timer slack, EEVDF slice */
-    {LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0, 100000},
-    {LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0, 100000},
-    {LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0, 0},
-    {LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000, 0},
-    {LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000, 0},
+    /* struct_size, sched, rt, nice, ioprio class, level, timer slack, EEVDF slice */
+    {SIZE, LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0, 100000},
+    {SIZE, LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0, 100000},
+    {SIZE, LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0, 0},
+    {SIZE, LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000, 0},
+    {SIZE, LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000, 0},
 };
+#undef SIZE
 
 int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out) {
   int b = lanepool_band_index(qos);
@@ -45,10 +47,12 @@ int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out) 
   return 0;
 }
 
-int lanepool_default_policy(lanepool_qos_t qos, lanepool_band_policy_t *out) {
+int lanepool_default_policy_sized(lanepool_qos_t qos, lanepool_band_policy_t *out) {
   int b = lanepool_band_index(qos);
-  if (b < 0 || !out) return EINVAL;
-  *out = default_policy[b];
+  if (b < 0 || !out || !lanepool__size_accepted(out->struct_size, sizeof *out)) return EINVAL;
+  uint32_t size = out->struct_size;
+  memcpy(out, &default_policy[b], size); /* an older caller's prefix */
+  out->struct_size = size;
   return 0;
 }
 

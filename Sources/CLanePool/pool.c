@@ -23,9 +23,18 @@ const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
 
 /* ---- configuration ---------------------------------------------------------- */
 
-int lanepool_config_init(lanepool_config_t *cfg) {
-  if (!cfg) return EINVAL;
+/* The struct_size values this library accepts for each caller-allocated struct: its
+ * own sizeof. When a release appends fields, it adds the previous release's size here
+ * (each older layout is a prefix of the newer one); what an older caller's struct
+ * lacks is then taken from the defaults (a config) or not written (the info structs).
+ * docs/c-library.md has the rule. */
+int lanepool__size_accepted(uint32_t struct_size, size_t current) {
+  return struct_size == current;
+}
+
+static void config_defaults(lanepool_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = (uint32_t)sizeof *cfg;
   cfg->name = NULL;
   cfg->lanes_per_band = LANEPOOL_LANES_PER_CPU;
   cfg->ring_capacity = 0;
@@ -35,6 +44,24 @@ int lanepool_config_init(lanepool_config_t *cfg) {
   memcpy(cfg->spin_ns, spin, sizeof spin);
   lanepool__default_policies(cfg->policy);
   cfg->placement = LANEPOOL_PLACEMENT_NONE;
+}
+
+int lanepool_config_init_sized(lanepool_config_t *cfg, uint32_t struct_size) {
+  if (!cfg || !lanepool__size_accepted(struct_size, sizeof *cfg)) return EINVAL;
+  lanepool_config_t full;
+  config_defaults(&full);
+  memcpy(cfg, &full, struct_size);
+  cfg->struct_size = struct_size;
+  return 0;
+}
+
+/* The caller's config as this library's layout: its struct_size checked, its bytes
+ * copied, anything an older (smaller) layout lacks left at the defaults. 0 or EINVAL. */
+static int config_normalize(const lanepool_config_t *cfg, lanepool_config_t *full) {
+  if (!lanepool__size_accepted(cfg->struct_size, sizeof *full)) return EINVAL;
+  config_defaults(full);
+  memcpy(full, cfg, cfg->struct_size);
+  full->struct_size = (uint32_t)sizeof *full;
   return 0;
 }
 
@@ -123,7 +150,12 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
     *field = "cfg";
     return EINVAL;
   }
-  return check_config(cfg, field);
+  lanepool_config_t full;
+  if (config_normalize(cfg, &full)) {
+    *field = "struct_size";
+    return EINVAL;
+  }
+  return check_config(&full, field);
 }
 
 /* ---- creation and teardown -------------------------------------------------- */
@@ -272,7 +304,9 @@ fail_free:
 
 int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   if (!cfg || !out) return EINVAL;
-  return create_pool(cfg, 0, out);
+  lanepool_config_t full;
+  if (config_normalize(cfg, &full)) return EINVAL;
+  return create_pool(&full, 0, out);
 }
 
 pthread_mutex_t lanepool__default_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -292,10 +326,13 @@ static int default_configured;
 static char *default_name;
 static int *default_cpus;
 
-int lanepool_default_configure(const lanepool_config_t *cfg) {
-  if (!cfg) return EINVAL;
-  int rc = lanepool_config_check(cfg, NULL);
+int lanepool_default_configure(const lanepool_config_t *given) {
+  if (!given) return EINVAL;
+  int rc = lanepool_config_check(given, NULL);
   if (rc) return rc;
+  lanepool_config_t full;
+  config_normalize(given, &full); /* accepted: the check above normalized it too */
+  const lanepool_config_t *cfg = &full;
   if (cfg->topology) return EINVAL;
   char *name = NULL;
   int *cpus = NULL;
@@ -487,16 +524,19 @@ int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *c
   return lanepool_async_flags(pool, qos, fn, ctx, 0);
 }
 
-int lanepool_info(const lanepool_t *pool, lanepool_info_t *out) {
-  if (!pool || !out) return EINVAL;
+int lanepool_info_sized(const lanepool_t *pool, lanepool_info_t *out) {
+  if (!pool || !out || !lanepool__size_accepted(out->struct_size, sizeof *out)) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  memset(out, 0, sizeof *out);
-  memcpy(out->name, pool->name, sizeof out->name);
-  out->lanes_per_band = pool->lanes_per_band;
-  out->ring_capacity = pool->ring_capacity;
-  out->hard_capacity = pool->hard_capacity;
-  out->shut_down = atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) !=
+  lanepool_info_t full;
+  memset(&full, 0, sizeof full);
+  memcpy(full.name, pool->name, sizeof full.name);
+  full.lanes_per_band = pool->lanes_per_band;
+  full.ring_capacity = pool->ring_capacity;
+  full.hard_capacity = pool->hard_capacity;
+  full.shut_down = atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) !=
                    LANEPOOL__RUNNING;
-  out->is_default = pool->is_default;
+  full.is_default = pool->is_default;
+  full.struct_size = out->struct_size;
+  memcpy(out, &full, out->struct_size); /* an older caller's prefix */
   return 0;
 }

@@ -284,7 +284,78 @@ static void test_bad_input(void) {
   CHECK_RC(lanepool_destroy(NULL), EINVAL);
 }
 
+/* Every caller-allocated struct starts with struct_size; a size the library does not
+ * accept is EINVAL before anything is read or written. */
+static void test_struct_size(void) {
+  current_test = "struct_size";
+  static const uint32_t wrong[] = {0, 4, 8, 1000000};
+  /* config: lanepool_config_init sets it; create, check and default_configure read it. */
+  lanepool_config_t cfg, blank;
+  memset(&cfg, 0xab, sizeof cfg);
+  memcpy(&blank, &cfg, sizeof cfg);
+  for (unsigned i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+    CHECK_RC(lanepool_config_init_sized(&cfg, wrong[i]), EINVAL);
+    CHECK(memcmp(&cfg, &blank, sizeof cfg) == 0); /* nothing written */
+  }
+  CHECK_RC(lanepool_config_init_sized(&cfg, (uint32_t)sizeof cfg + 8), EINVAL);
+  CHECK_RC(lanepool_config_init_sized(&cfg, (uint32_t)sizeof cfg - 8), EINVAL);
+  CHECK_RC(lanepool_config_init(&cfg), 0);
+  CHECK(cfg.struct_size == sizeof cfg);
+  cfg.lanes_per_band = 1;
+  const char *field = NULL;
+  CHECK_RC(lanepool_config_check(&cfg, &field), 0);
+  lanepool_t *p = NULL;
+  for (unsigned i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+    cfg.struct_size = wrong[i];
+    field = NULL;
+    CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+    CHECK(field && strcmp(field, "struct_size") == 0);
+    CHECK_RC(lanepool_create(&cfg, &p), EINVAL);
+    CHECK(p == NULL);
+    CHECK_RC(lanepool_default_configure(&cfg), EINVAL);
+  }
+  cfg.struct_size = (uint32_t)sizeof cfg;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+
+  /* The info structs: the inline wrappers set the size; the *_sized functions read it. */
+  lanepool_info_t info;
+  memset(&info, 0xcd, sizeof info);
+  CHECK_RC(lanepool_info(p, &info), 0);
+  CHECK(info.struct_size == sizeof info && info.lanes_per_band == 1);
+  lanepool_lane_t *lane;
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_UTILITY, 0, &lane), 0);
+  lanepool_lane_info_t li;
+  CHECK_RC(lanepool_lane_info(lane, &li), 0);
+  CHECK(li.struct_size == sizeof li && li.qos == LANEPOOL_QOS_UTILITY && li.running == 1);
+  lanepool_band_policy_t pol;
+  CHECK_RC(lanepool_default_policy(LANEPOOL_QOS_UTILITY, &pol), 0);
+  CHECK(pol.struct_size == sizeof pol && pol.sched == LANEPOOL_SCHED_BATCH && pol.nice == 4);
+  for (unsigned i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+    memset(&info, 0xcd, sizeof info);
+    info.struct_size = wrong[i];
+    lanepool_info_t before = info;
+    CHECK_RC(lanepool_info_sized(p, &info), EINVAL);
+    CHECK(memcmp(&info, &before, sizeof info) == 0);
+    memset(&li, 0xcd, sizeof li);
+    li.struct_size = wrong[i];
+    lanepool_lane_info_t li_before = li;
+    CHECK_RC(lanepool_lane_info_sized(lane, &li), EINVAL);
+    CHECK(memcmp(&li, &li_before, sizeof li) == 0);
+    memset(&pol, 0xcd, sizeof pol);
+    pol.struct_size = wrong[i];
+    lanepool_band_policy_t pol_before = pol;
+    CHECK_RC(lanepool_default_policy_sized(LANEPOOL_QOS_UTILITY, &pol), EINVAL);
+    CHECK(memcmp(&pol, &pol_before, sizeof pol) == 0);
+  }
+  CHECK_RC(lanepool_info(p, NULL), EINVAL);
+  CHECK_RC(lanepool_lane_info(lane, NULL), EINVAL);
+  CHECK_RC(lanepool_default_policy(LANEPOOL_QOS_UTILITY, NULL), EINVAL);
+  CHECK_RC(lanepool_destroy(p), 0);
+  current_test = "";
+}
+
 int main(void) {
+  test_struct_size();
   test_bad_input();
   test_fifo();
   test_no_loss();

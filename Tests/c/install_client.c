@@ -5,6 +5,7 @@
  */
 #include <lanepool.h>
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,9 +61,22 @@ int main(void) {
   lanepool_t *pool = NULL;
   CHECK(lanepool_create(&cfg, &pool));
 
+  /* The struct_size fields: set by lanepool_config_init and the lanepool_info wrapper
+   * (inline, from this header), checked by the installed library. */
+  if (cfg.struct_size != sizeof cfg) {
+    fprintf(stderr, "install_client (C): cfg.struct_size %u, want %zu\n", cfg.struct_size,
+            sizeof cfg);
+    return 1;
+  }
   lanepool_info_t info;
+  info.struct_size = 3;
+  if (lanepool_info_sized(pool, &info) != EINVAL) {
+    fprintf(stderr, "install_client (C): lanepool_info_sized took struct_size 3\n");
+    return 1;
+  }
   CHECK(lanepool_info(pool, &info));
-  if (strcmp(info.name, "install-c") != 0 || info.lanes_per_band != 1) {
+  if (strcmp(info.name, "install-c") != 0 || info.lanes_per_band != 1 ||
+      info.struct_size != sizeof info) {
     fprintf(stderr, "install_client (C): info says \"%s\", %u lanes\n", info.name,
             info.lanes_per_band);
     return 1;

@@ -6,6 +6,7 @@
 #include <lanepool.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -54,6 +55,15 @@ int main() {
   cfg.lanes_per_band = 1;
   lanepool_t *pool = nullptr;
   if (!ok(lanepool_create(&cfg, &pool), "lanepool_create")) return 1;
+  // struct_size: set by the header's inline wrappers, checked by the installed library.
+  lanepool_info_t info;
+  info.struct_size = 3;
+  if (lanepool_info_sized(pool, &info) != EINVAL ||
+      !ok(lanepool_info(pool, &info), "lanepool_info") || info.struct_size != sizeof info ||
+      cfg.struct_size != sizeof cfg) {
+    std::fprintf(stderr, "install_client (C++): struct_size not set or not checked\n");
+    return 1;
+  }
 
   LaneState state;
   std::vector<Item> items;
