@@ -51,15 +51,14 @@
 #define LANEPOOL_VERSION_PATCH 0
 /** The version as one integer, major * 10000 + minor * 100 + patch (0.3.0 is 300), for
  *  `#if LANEPOOL_VERSION >= ...`. */
-#define LANEPOOL_VERSION \
+#define LANEPOOL_VERSION                                                                           \
   (LANEPOOL_VERSION_MAJOR * 10000 + LANEPOOL_VERSION_MINOR * 100 + LANEPOOL_VERSION_PATCH)
-#define LANEPOOL_STRINGIFY_(x) #x
+#define LANEPOOL_STRINGIFY_(x)  #x
 #define LANEPOOL_XSTRINGIFY_(x) LANEPOOL_STRINGIFY_(x)
 /** The version as a string, "0.3.0". */
-#define LANEPOOL_VERSION_STRING                      \
-  LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MAJOR)       \
-  "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MINOR)   \
-  "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_PATCH)
+#define LANEPOOL_VERSION_STRING                                                                    \
+  LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MAJOR)                                                     \
+  "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MINOR) "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_PATCH)
 
 /** Marks the public API: the only symbols a shared build of the library exports (it is
  *  compiled with -fvisibility=hidden). */
@@ -87,20 +86,20 @@ typedef enum lanepool_qos {
 } lanepool_qos_t;
 
 /** Number of QoS bands in every pool. */
-#define LANEPOOL_BAND_COUNT 5
+#define LANEPOOL_BAND_COUNT            5
 /** Largest number of lanes per band. */
-#define LANEPOOL_MAX_LANES_PER_BAND 64
+#define LANEPOOL_MAX_LANES_PER_BAND    64
 /** max_spinning_lanes value meaning "no limit". */
-#define LANEPOOL_SPIN_UNLIMITED 0xFFFFFFFFu
+#define LANEPOOL_SPIN_UNLIMITED        0xFFFFFFFFu
 /** lanes_per_band value meaning "one lane per CPU the process may run on". */
-#define LANEPOOL_LANES_PER_CPU 0xFFFFFFFFu
+#define LANEPOOL_LANES_PER_CPU         0xFFFFFFFFu
 /** Smallest and largest ring capacity (slots per lane; a power of two). */
-#define LANEPOOL_MIN_RING_CAPACITY 2u
-#define LANEPOOL_MAX_RING_CAPACITY (1u << 20)
+#define LANEPOOL_MIN_RING_CAPACITY     2u
+#define LANEPOOL_MAX_RING_CAPACITY     (1u << 20)
 /** Ring capacity used when the config says 0. */
 #define LANEPOOL_DEFAULT_RING_CAPACITY 1024u
 /** Longest pool name kept (longer names are truncated; thread names shorter still). */
-#define LANEPOOL_MAX_NAME 31
+#define LANEPOOL_MAX_NAME              31
 
 typedef struct lanepool lanepool_t;
 typedef struct lanepool_lane lanepool_lane_t;
@@ -157,12 +156,12 @@ typedef struct lanepool_band_policy {
    *  Read by lanepool_default_policy_sized(); inside a lanepool_config_t the config's
    *  struct_size decides and this one is not read. */
   uint32_t struct_size;
-  lanepool_sched_t sched;       /* scheduling policy */
-  int rt_priority;              /* 1...99 for FIFO/RR; must be 0 otherwise */
-  int nice;                     /* -20...19 */
+  lanepool_sched_t sched; /* scheduling policy */
+  int rt_priority;        /* 1...99 for FIFO/RR; must be 0 otherwise */
+  int nice;               /* -20...19 */
   lanepool_ioprio_class_t ioprio_class;
-  int ioprio_level;             /* 0 (highest)...7 for RT and BE; 0 otherwise */
-  uint64_t timer_slack_ns;      /* 0 leaves the inherited slack */
+  int ioprio_level;        /* 0 (highest)...7 for RT and BE; 0 otherwise */
+  uint64_t timer_slack_ns; /* 0 leaves the inherited slack */
   /* EEVDF time slice (sched_setattr's sched_runtime for SCHED_OTHER/BATCH, Linux
    * 6.12+; 100000...100000000 ns): a waking thread with a shorter slice may preempt
    * the running one. 0 leaves the kernel's default. Older kernels ignore it. */
@@ -230,12 +229,11 @@ typedef struct lanepool_lane_placement {
  * Returns 0; EINVAL (bad placement, NULL out, count < lanes_per_band, a CPU list
  * entry outside the allowed set, a topology with no allowed CPU); ENOTSUP.
  */
-LANEPOOL_API int lanepool_plan_placement(lanepool_placement_t placement,
-                                         uint32_t lanes_per_band, const int *cpus,
-                                         uint32_t cpu_count,
-                                         const lanepool_topology_t *topology,
-                                         const int *allowed, uint32_t allowed_count,
-                                         lanepool_lane_placement_t *out, uint32_t out_count);
+LANEPOOL_API int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_band,
+                                         const int *cpus, uint32_t cpu_count,
+                                         const lanepool_topology_t *topology, const int *allowed,
+                                         uint32_t allowed_count, lanepool_lane_placement_t *out,
+                                         uint32_t out_count);
 
 /** The calling thread's allowed CPUs (sched_getaffinity), ascending: up to `max` of
  *  them in `out`, their total in *count. 0, EINVAL (NULL out or count), or the errno
@@ -444,8 +442,7 @@ LANEPOOL_API int lanepool_band_index(lanepool_qos_t qos);
 
 /** The next lane of the band, round-robin (YYDispatchQueueGetForQOS). Returns 0 or
  *  EINVAL (NULL pool/out, unknown qos). Lock-free; one atomic add. */
-LANEPOOL_API int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos,
-                                    lanepool_lane_t **out);
+LANEPOOL_API int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
 
 /** Lane `index` (0-based) of the band. EINVAL for a bad argument or index. */
 LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
@@ -480,7 +477,7 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  *  and nothing is queued on it, submit to that lane (no hand-off to another thread:
  *  the next step of a task stays where its data is warm); otherwise pick as
  *  lanepool_async does. What the Swift pool executor uses for task jobs. */
-#define LANEPOOL_SUBMIT_LOCAL 2u
+#define LANEPOOL_SUBMIT_LOCAL        2u
 
 /**
  * Submits fn(ctxs[0]) ... fn(ctxs[count - 1]) to `lane`, in that order, as one batch:
@@ -493,8 +490,8 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  * EAGAIN (hard capacity: the ring is full), ESHUTDOWN, ENOMEM, EOWNERDEAD; EINVAL
  * (NULL lane or fn, or NULL ctxs with count > 0). An empty batch returns 0.
  */
-LANEPOOL_API int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn,
-                                          void *const *ctxs, size_t count, size_t *accepted);
+LANEPOOL_API int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                                          size_t count, size_t *accepted);
 
 /** As lanepool_lane_async, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
  *  an unknown flag. */
@@ -516,8 +513,7 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
  * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
  * plus EINVAL for a NULL pool or unknown qos.
  */
-LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
-                                void *ctx);
+LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
 
 /** As lanepool_async, with flags: LANEPOOL_SUBMIT_CONTINUATION, LANEPOOL_SUBMIT_LOCAL.
  *  EINVAL for an unknown flag. */
@@ -577,9 +573,8 @@ LANEPOOL_API int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadl
 
 /** As lanepool_lane_async_after, for any lane of a band (picked when it fires, as
  *  lanepool_async picks). */
-LANEPOOL_API int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos,
-                                      uint64_t deadline_ns, lanepool_fn fn, void *ctx,
-                                      lanepool_timer_t *out);
+LANEPOOL_API int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns,
+                                      lanepool_fn fn, void *ctx, lanepool_timer_t *out);
 
 /**
  * Cancels a pending timer. Returns 0 if it was cancelled before firing: its task
@@ -592,8 +587,7 @@ LANEPOOL_API int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos,
  * shutdown(DRAIN) waits for every pending timer to fire; shutdown(CANCEL) hands
  * pending timers to the discard callback.
  */
-LANEPOOL_API int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer,
-                                       void **ctx_out);
+LANEPOOL_API int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out);
 
 /* ---- Introspection ---------------------------------------------------------- */
 
@@ -610,10 +604,10 @@ typedef struct lanepool_applied {
  * kernel does not support custom slices.) */
 
 typedef struct lanepool_lane_info {
-  uint32_t struct_size;    /* sizeof of the caller's header; see lanepool_lane_info() */
+  uint32_t struct_size; /* sizeof of the caller's header; see lanepool_lane_info() */
   lanepool_qos_t qos;
-  uint32_t index;          /* index within its band */
-  pid_t tid;               /* kernel thread id (as in /proc/self/task) */
+  uint32_t index; /* index within its band */
+  pid_t tid;      /* kernel thread id (as in /proc/self/task) */
   char thread_name[16];
   uint64_t tasks_executed; /* tasks run to completion */
   uint64_t depth;          /* tasks queued now, ring and overflow (approximate) */
@@ -625,12 +619,12 @@ typedef struct lanepool_lane_info {
   lanepool_applied_t ioprio;
   lanepool_applied_t timer_slack;
   lanepool_applied_t slice;
-  int cpu;                 /* pinned CPU, or -1 */
-  int node;                /* NUMA node, or -1 when unknown */
-  int placement_error;     /* errno of a failed pin/bind (then cpu is -1), or 0 */
-  int stalled;             /* 1 while the stall detector sees the current task overrun */
-  uint64_t stalled_ns;     /* how long the current task has run, when stalled */
-  uint64_t stalls;         /* stalls detected so far */
+  int cpu;             /* pinned CPU, or -1 */
+  int node;            /* NUMA node, or -1 when unknown */
+  int placement_error; /* errno of a failed pin/bind (then cpu is -1), or 0 */
+  int stalled;         /* 1 while the stall detector sees the current task overrun */
+  uint64_t stalled_ns; /* how long the current task has run, when stalled */
+  uint64_t stalls;     /* stalls detected so far */
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane into the first out->struct_size bytes of *out. 0, EINVAL (NULL

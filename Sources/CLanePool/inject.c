@@ -50,7 +50,10 @@ void lanepool__inject(int point) {
   atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
   uint64_t r = next() ^ ((uint64_t)point * UINT64_C(0x94D049BB133111EB));
   switch (r % 16) {
-  case 0: case 1: case 2: case 3:
+  case 0:
+  case 1:
+  case 2:
+  case 3:
     sched_yield();
     break;
   case 4: {

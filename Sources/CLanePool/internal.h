@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define LANEPOOL__CACHE_LINE 64
-#define LANEPOOL__MAX_NODES 1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
+#define LANEPOOL__MAX_NODES  1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 #include "inject.h"
 #include "ring.h"
@@ -66,7 +66,7 @@ typedef struct lanepool__timers {
   lanepool__timer_entry *heap;
   size_t len, cap;
   uint64_t next_id;
-  int intake;     /* LANEPOOL__OPEN / INTAKE_OWN_ONLY / INTAKE_CLOSED */
+  int intake; /* LANEPOOL__OPEN / INTAKE_OWN_ONLY / INTAKE_CLOSED */
   bool started, stop;
   pthread_t thread;
   _Atomic uint64_t added; /* timers accepted */
@@ -76,9 +76,9 @@ typedef struct lanepool__timers {
 struct lanepool_lane {
   /* ---- [once] ---- */
   lanepool_t *pool;
-  uint32_t band;      /* 0...4 */
-  uint32_t index;     /* within the band */
-  uint32_t spin_ns;         /* the band's maximum spin budget */
+  uint32_t band;    /* 0...4 */
+  uint32_t index;   /* within the band */
+  uint32_t spin_ns; /* the band's maximum spin budget */
   int fixed_spin;
   int hard_capacity;
   size_t stack_size;
@@ -107,9 +107,9 @@ struct lanepool_lane {
    * finished (returned, or ended their thread) */
   _Atomic uint64_t executed;
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
-  _Atomic uint64_t busy_ns;   /* [cons, atomic: relaxed] */
-  _Atomic int tid;            /* [cons, atomic: release at start, acquire in create] */
-  _Atomic int running;        /* [cons, atomic: relaxed] */
+  _Atomic uint64_t busy_ns;       /* [cons, atomic: relaxed] */
+  _Atomic int tid;                /* [cons, atomic: release at start, acquire in create] */
+  _Atomic int running;            /* [cons, atomic: relaxed] */
 
   /* ---- parking ---- */
   /* 1 while the lane is (about to be) parked on the futex. [atomic: seq_cst store
@@ -118,8 +118,8 @@ struct lanepool_lane {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t sleeping;
 
   /* ---- stall detector state: [the timer thread only], `stalled*` atomic for info ---- */
-  uint64_t watch_started;      /* started_tasks at the last check */
-  uint64_t watch_since;        /* when that task was first seen running */
+  uint64_t watch_started;         /* started_tasks at the last check */
+  uint64_t watch_since;           /* when that task was first seen running */
   _Atomic uint64_t stalled_since; /* 0, or when the stalled task was first seen */
   _Atomic uint64_t stalls;
 
@@ -197,9 +197,9 @@ struct lanepool {
 };
 
 /* Thread-local identity, for the own-thread checks. */
-extern __thread lanepool_lane_t *lanepool__current;   /* the lane this thread runs */
-extern __thread lanepool_t *lanepool__pool_thread;    /* pool of any library thread */
-extern __thread lanepool_t *lanepool__in_callback;    /* pool whose discard runs here */
+extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
+extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */
+extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs here */
 
 /* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */
 static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
@@ -208,8 +208,8 @@ static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
 
 /* lane.c */
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
-                                    const lanepool_config_t *cfg,
-                                    lanepool_lane_placement_t where, int *rc);
+                                    const lanepool_config_t *cfg, lanepool_lane_placement_t where,
+                                    int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
 int lanepool__lane_start(lanepool_lane_t *lane);
 void lanepool__lane_join(lanepool_lane_t *lane);

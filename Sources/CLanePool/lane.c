@@ -56,7 +56,9 @@ uint64_t lanepool__now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t lanepool__add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   int saved = errno;
@@ -71,10 +73,10 @@ void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
 }
 
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
-                                    const lanepool_config_t *cfg,
-                                    lanepool_lane_placement_t where, int *rc) {
-  size_t lane_bytes = (sizeof(lanepool_lane_t) + LANEPOOL__CACHE_LINE - 1) &
-                      ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+                                    const lanepool_config_t *cfg, lanepool_lane_placement_t where,
+                                    int *rc) {
+  size_t lane_bytes =
+      (sizeof(lanepool_lane_t) + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
   bool lane_numa = false, slots_numa = false;
   lanepool_lane_t *lane = lanepool__alloc_on_node(lane_bytes, where.node, &lane_numa);
   if (!lane) {
@@ -156,7 +158,7 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
 static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, uint64_t n,
                         bool own) {
   pthread_mutex_lock(&lane->spill_lock);
-  int refused = lane->spill_intake == LANEPOOL__INTAKE_CLOSED                ? ESHUTDOWN
+  int refused = lane->spill_intake == LANEPOOL__INTAKE_CLOSED             ? ESHUTDOWN
                 : lane->spill_intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
                                                                           : 0;
   if (refused) {
@@ -262,7 +264,8 @@ static int lane_push_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ct
   uint64_t done = 0;
   int rc = 0;
   while (done < n) {
-    if (lane->hard_capacity || atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
+    if (lane->hard_capacity ||
+        atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
       uint64_t k = 0;
       rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, n - done, own, &k);
       if (rc == 0) {
@@ -300,8 +303,8 @@ void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
   pthread_mutex_lock(&lane->spill_lock);
   if (intake > lane->spill_intake) lane->spill_intake = intake;
   pthread_mutex_unlock(&lane->spill_lock);
-  lanepool__ring_close(&lane->ring, intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED
-                                                                      : LANEPOOL__OWN_ONLY);
+  lanepool__ring_close(&lane->ring,
+                       intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED : LANEPOOL__OWN_ONLY);
   wake_if_parked(lane);
 }
 
@@ -578,15 +581,20 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
   for (; r->head < end;) {
     (void)lanepool__ring_wait_cell(r, r->head);
     lanepool__task task = {NULL, NULL};
-    if (!lanepool__ring_pop(r, &task) || !task.fn) continue; /* fn NULL: a sync answered */ /* a sync the lane already answered */
-    if (task.fn == sync_trampoline) sync_discard(task.ctx);
-    else discard(task.fn, task.ctx, discard_arg);
+    if (!lanepool__ring_pop(r, &task) || !task.fn)
+      continue; /* fn NULL: a sync answered */ /* a sync the lane already answered */
+    if (task.fn == sync_trampoline)
+      sync_discard(task.ctx);
+    else
+      discard(task.fn, task.ctx, discard_arg);
   }
   lanepool__task task;
   while (spill_pop(lane, &task) == SPILL_TOOK) {
     if (!task.fn) continue;
-    if (task.fn == sync_trampoline) sync_discard(task.ctx);
-    else discard(task.fn, task.ctx, discard_arg);
+    if (task.fn == sync_trampoline)
+      sync_discard(task.ctx);
+    else
+      discard(task.fn, task.ctx, discard_arg);
   }
 }
 
@@ -602,8 +610,8 @@ int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, 
   return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
-int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
-                             size_t count, size_t *accepted) {
+int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, size_t count,
+                             size_t *accepted) {
   if (accepted) *accepted = 0;
   if (!lane || !fn || (!ctxs && count)) return EINVAL;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
@@ -634,7 +642,8 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
     if (now >= deadline) return ETIMEDOUT;
     uint64_t left = deadline - now;
     uint64_t nap = pause_ns < left ? pause_ns : left;
-    struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000u), .tv_nsec = (long)(nap % 1000000000u)};
+    struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000u),
+                          .tv_nsec = (long)(nap % 1000000000u)};
     nanosleep(&ts, NULL);
     if ((rc = lanepool__lane_push(lane, fn, ctx, false)) != EAGAIN) return rc;
     if (pause_ns < 1000000) pause_ns *= 2;

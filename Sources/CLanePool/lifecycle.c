@@ -62,7 +62,7 @@
 
 /* Not static: fork.c holds it across fork(). */
 pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static lanepool_t **registry;       /* [registry_lock] */
+static lanepool_t **registry; /* [registry_lock] */
 static size_t registry_len, registry_cap;
 
 int lanepool__registry_add(lanepool_t *pool) {
@@ -89,8 +89,7 @@ static uint32_t lane_count(const lanepool_t *pool) {
 }
 
 static void lanes_set_intake(lanepool_t *pool, int intake) {
-  for (uint32_t i = 0; i < lane_count(pool); i++)
-    lanepool__lane_set_intake(pool->lanes[i], intake);
+  for (uint32_t i = 0; i < lane_count(pool); i++) lanepool__lane_set_intake(pool->lanes[i], intake);
 }
 
 static void join_lanes(lanepool_t *pool, uint32_t count) {
@@ -186,8 +185,8 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
 
 /* ---- public ----------------------------------------------------------------- */
 
-int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode,
-                      lanepool_discard_fn discard, void *discard_arg) {
+int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_discard_fn discard,
+                      void *discard_arg) {
   if (!pool) return EINVAL;
   if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
   if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
@@ -235,11 +234,16 @@ int lanepool_destroy(lanepool_t *pool) {
   size_t at = registry_len;
   for (size_t i = 0; i < registry_len && at == registry_len; i++)
     if (registry[i] == pool) at = i;
-  if (at == registry_len) rc = EINVAL;
-  else if (lanepool__forked(pool->generation)) rc = EOWNERDEAD;
-  else if (pool->is_default) rc = EPERM;
-  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool) rc = EDEADLK;
-  else registry[at] = registry[--registry_len];
+  if (at == registry_len)
+    rc = EINVAL;
+  else if (lanepool__forked(pool->generation))
+    rc = EOWNERDEAD;
+  else if (pool->is_default)
+    rc = EPERM;
+  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool)
+    rc = EDEADLK;
+  else
+    registry[at] = registry[--registry_len];
   pthread_mutex_unlock(&lanepool__registry_lock);
   if (rc) return rc;
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */

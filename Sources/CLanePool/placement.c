@@ -76,8 +76,10 @@ static int parse_cpulist(const char *s, int *out, int max) {
       s = end;
     }
     for (long c = a; c <= b && n < max; c++) out[n++] = (int)c;
-    if (*s == ',') s++;
-    else if (*s && *s != '\n') return -1;
+    if (*s == ',')
+      s++;
+    else if (*s && *s != '\n')
+      return -1;
   }
   return n;
 }
@@ -225,7 +227,8 @@ int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cp
                    uint32_t allowed_count, lanepool_lane_placement_t *out) {
   for (uint32_t i = 0; i < lanes; i++) out[i] = (lanepool_lane_placement_t){-1, -1};
   switch (placement) {
-  case LANEPOOL_PLACEMENT_NONE: return 0;
+  case LANEPOOL_PLACEMENT_NONE:
+    return 0;
   case LANEPOOL_PLACEMENT_CORES:
     if (allowed_count == 0) return EINVAL;
     for (uint32_t i = 0; i < lanes; i++) out[i].cpu = allowed[i % allowed_count];
@@ -266,11 +269,12 @@ int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_b
   }
   lanepool__topology topo = {0, NULL};
   if (placement == LANEPOOL_PLACEMENT_NUMA) {
-    int rc = topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
+    int rc =
+        topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
     if (rc) return rc;
   }
-  int rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed,
-                          allowed_count, out);
+  int rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed, allowed_count,
+                          out);
   lanepool__topology_free(&topo);
   return rc;
 }

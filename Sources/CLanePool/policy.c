@@ -19,8 +19,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define IOPRIO_WHO_PROCESS 1
-#define IOPRIO_CLASS_SHIFT 13
+#define IOPRIO_WHO_PROCESS     1
+#define IOPRIO_CLASS_SHIFT     13
 #define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
 
 /* The table, in band order. Priority classes are the seeds'; policies are LanePool's
@@ -63,7 +63,11 @@ void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT])
 /* 0 or EINVAL with *member naming the bad field ("sched", "nice"...). */
 int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
                               const char **member) {
-#define BAD(m) do { *member = (m); return EINVAL; } while (0)
+#define BAD(m)                                                                                     \
+  do {                                                                                             \
+    *member = (m);                                                                                 \
+    return EINVAL;                                                                                 \
+  } while (0)
   switch (p->sched) {
   case LANEPOOL_SCHED_OTHER:
   case LANEPOOL_SCHED_BATCH:
@@ -75,15 +79,18 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
     if (!allow_realtime) BAD("sched");
     if (p->rt_priority < 1 || p->rt_priority > 99) BAD("rt_priority");
     break;
-  default: BAD("sched");
+  default:
+    BAD("sched");
   }
   if (p->nice < -20 || p->nice > 19) BAD("nice");
   switch (p->ioprio_class) {
   case LANEPOOL_IOPRIO_NONE:
   case LANEPOOL_IOPRIO_RT:
   case LANEPOOL_IOPRIO_BE:
-  case LANEPOOL_IOPRIO_IDLE: break;
-  default: BAD("ioprio_class");
+  case LANEPOOL_IOPRIO_IDLE:
+    break;
+  default:
+    BAD("ioprio_class");
   }
   if (p->ioprio_level < 0 || p->ioprio_level > 7) BAD("ioprio_level");
   if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) BAD("slice_ns");
@@ -228,11 +235,16 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 
 static const char *sched_name(int64_t s) {
   switch (s) {
-  case LANEPOOL_SCHED_OTHER: return "SCHED_OTHER";
-  case LANEPOOL_SCHED_FIFO: return "SCHED_FIFO";
-  case LANEPOOL_SCHED_RR: return "SCHED_RR";
-  case LANEPOOL_SCHED_BATCH: return "SCHED_BATCH";
-  case LANEPOOL_SCHED_IDLE: return "SCHED_IDLE";
+  case LANEPOOL_SCHED_OTHER:
+    return "SCHED_OTHER";
+  case LANEPOOL_SCHED_FIFO:
+    return "SCHED_FIFO";
+  case LANEPOOL_SCHED_RR:
+    return "SCHED_RR";
+  case LANEPOOL_SCHED_BATCH:
+    return "SCHED_BATCH";
+  case LANEPOOL_SCHED_IDLE:
+    return "SCHED_IDLE";
   }
   return "?";
 }
@@ -243,12 +255,12 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
   size_t used = 0;
   int refusals = 0;
   buf[0] = '\0';
-#define APPEND(...)                                                                      \
-  do {                                                                                   \
-    if (used < len) {                                                                    \
-      int n_ = snprintf(buf + used, len - used, __VA_ARGS__);                            \
-      if (n_ > 0) used += (size_t)n_;                                                    \
-    }                                                                                    \
+#define APPEND(...)                                                                                \
+  do {                                                                                             \
+    if (used < len) {                                                                              \
+      int n_ = snprintf(buf + used, len - used, __VA_ARGS__);                                      \
+      if (n_ > 0) used += (size_t)n_;                                                              \
+    }                                                                                              \
   } while (0)
   APPEND("lanepool '%s': the kernel refused some priority settings; the lanes run with "
          "the fallback (docs/priorities.md):",

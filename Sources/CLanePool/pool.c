@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT] = {"ui", "in", "df", "ut",
-                                                                     "bg"};
+const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT] = {"ui", "in", "df", "ut", "bg"};
 const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
     LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
@@ -28,9 +27,7 @@ const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
  * (each older layout is a prefix of the newer one); what an older caller's struct
  * lacks is then taken from the defaults (a config) or not written (the info structs).
  * docs/c-library.md has the rule. */
-int lanepool__size_accepted(uint32_t struct_size, size_t current) {
-  return struct_size == current;
-}
+int lanepool__size_accepted(uint32_t struct_size, size_t current) { return struct_size == current; }
 
 static void config_defaults(lanepool_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -67,11 +64,16 @@ static int config_normalize(const lanepool_config_t *cfg, lanepool_config_t *ful
 
 int lanepool_band_index(lanepool_qos_t qos) {
   switch (qos) {
-  case LANEPOOL_QOS_USER_INTERACTIVE: return 0;
-  case LANEPOOL_QOS_USER_INITIATED: return 1;
-  case LANEPOOL_QOS_DEFAULT: return 2;
-  case LANEPOOL_QOS_UTILITY: return 3;
-  case LANEPOOL_QOS_BACKGROUND: return 4;
+  case LANEPOOL_QOS_USER_INTERACTIVE:
+    return 0;
+  case LANEPOOL_QOS_USER_INITIATED:
+    return 1;
+  case LANEPOOL_QOS_DEFAULT:
+    return 2;
+  case LANEPOOL_QOS_UTILITY:
+    return 3;
+  case LANEPOOL_QOS_BACKGROUND:
+    return 4;
   }
   return -1;
 }
@@ -86,15 +88,19 @@ static uint32_t allowed_cpu_count(void) {
 
 static int check_config(const lanepool_config_t *cfg, const char **field) {
   static const char *const policy_fields[LANEPOOL_BAND_COUNT][6] = {
-#define BAND_FIELDS(b)                                                                    \
-  {"policy[" #b "].sched", "policy[" #b "].rt_priority", "policy[" #b "].nice",           \
+#define BAND_FIELDS(b)                                                                             \
+  {"policy[" #b "].sched",        "policy[" #b "].rt_priority",  "policy[" #b "].nice",            \
    "policy[" #b "].ioprio_class", "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns"}
       BAND_FIELDS(0), BAND_FIELDS(1), BAND_FIELDS(2), BAND_FIELDS(3), BAND_FIELDS(4)
 #undef BAND_FIELDS
   };
-  static const char *const members[6] = {"sched", "rt_priority", "nice",
+  static const char *const members[6] = {"sched",        "rt_priority",  "nice",
                                          "ioprio_class", "ioprio_level", "slice_ns"};
-#define BAD(f) do { *field = (f); return EINVAL; } while (0)
+#define BAD(f)                                                                                     \
+  do {                                                                                             \
+    *field = (f);                                                                                  \
+    return EINVAL;                                                                                 \
+  } while (0)
   if (cfg->name && cfg->name[0] == '\0') BAD("name");
   if (cfg->lanes_per_band == 0 || (cfg->lanes_per_band > LANEPOOL_MAX_LANES_PER_BAND &&
                                    cfg->lanes_per_band != LANEPOOL_LANES_PER_CPU))
@@ -118,7 +124,8 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
   }
   switch (cfg->placement) {
   case LANEPOOL_PLACEMENT_NONE:
-  case LANEPOOL_PLACEMENT_CORES: break;
+  case LANEPOOL_PLACEMENT_CORES:
+    break;
   case LANEPOOL_PLACEMENT_CPU_LIST: {
     if (!cfg->cpus || cfg->cpu_count == 0) BAD("cpus");
     cpu_set_t allowed;
@@ -137,7 +144,8 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
       return ENOTSUP;
     }
     break;
-  default: BAD("placement");
+  default:
+    BAD("placement");
   }
 #undef BAD
   return 0;
@@ -173,9 +181,9 @@ void lanepool__pool_free(lanepool_t *pool) {
 /* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
 static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
                               int *rc) {
-  lanepool_t *pool = aligned_alloc(LANEPOOL__CACHE_LINE,
-                                   (sizeof(lanepool_t) + LANEPOOL__CACHE_LINE - 1) &
-                                       ~(size_t)(LANEPOOL__CACHE_LINE - 1));
+  lanepool_t *pool =
+      aligned_alloc(LANEPOOL__CACHE_LINE, (sizeof(lanepool_t) + LANEPOOL__CACHE_LINE - 1) &
+                                              ~(size_t)(LANEPOOL__CACHE_LINE - 1));
   if (!pool) {
     *rc = ENOMEM;
     return NULL;
@@ -389,9 +397,12 @@ static int default_env(lanepool_config_t *cfg) {
     cfg->lanes_per_band = n;
   }
   if ((v = getenv("LANEPOOL_DEFAULT_PLACEMENT")) && v[0]) {
-    if (strcmp(v, "none") == 0) cfg->placement = LANEPOOL_PLACEMENT_NONE;
-    else if (strcmp(v, "cores") == 0) cfg->placement = LANEPOOL_PLACEMENT_CORES;
-    else return EINVAL;
+    if (strcmp(v, "none") == 0)
+      cfg->placement = LANEPOOL_PLACEMENT_NONE;
+    else if (strcmp(v, "cores") == 0)
+      cfg->placement = LANEPOOL_PLACEMENT_CORES;
+    else
+      return EINVAL;
   }
   if ((v = getenv("LANEPOOL_DEFAULT_RING")) && v[0]) {
     if (env_number(v, LANEPOOL_MAX_RING_CAPACITY, &n) || n < LANEPOOL_MIN_RING_CAPACITY ||
@@ -448,8 +459,7 @@ int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **o
   return 0;
 }
 
-int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
-                      lanepool_lane_t **out) {
+int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index, lanepool_lane_t **out) {
   int b = lanepool_band_index(qos);
   if (!pool || !out || b < 0 || index >= pool->lanes_per_band) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
@@ -505,8 +515,7 @@ lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
                          unsigned flags) {
   int b = lanepool_band_index(qos);
-  if (!pool || !fn || b < 0 ||
-      (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
+  if (!pool || !fn || b < 0 || (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
     return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   /* Locality: the calling lane, if it is of this pool and band and nothing waits in its
@@ -533,8 +542,8 @@ int lanepool_info_sized(const lanepool_t *pool, lanepool_info_t *out) {
   full.lanes_per_band = pool->lanes_per_band;
   full.ring_capacity = pool->ring_capacity;
   full.hard_capacity = pool->hard_capacity;
-  full.shut_down = atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) !=
-                   LANEPOOL__RUNNING;
+  full.shut_down =
+      atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) != LANEPOOL__RUNNING;
   full.is_default = pool->is_default;
   full.struct_size = out->struct_size;
   memcpy(out, &full, out->struct_size); /* an older caller's prefix */

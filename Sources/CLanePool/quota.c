@@ -85,10 +85,8 @@ static int read_cpu_max(const char *dir, uint32_t *cpus) {
 static int read_cfs(const char *dir, uint32_t *cpus) {
   char path[QUOTA_PATH_MAX], buf[64];
   int64_t quota, period;
-  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= sizeof path)
-    return ENOENT;
-  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 1, &quota) || quota <= 0)
-    return ENOENT;
+  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= sizeof path) return ENOENT;
+  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 1, &quota) || quota <= 0) return ENOENT;
   if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir) >= sizeof path)
     return ENOENT;
   if (read_small(path, buf, sizeof buf) || !parse_num(buf, 0, &period) || period <= 0)

@@ -42,17 +42,17 @@
 #define LANEPOOL__CACHE_LINE 64
 #endif
 
-#define LANEPOOL__CLOSED (UINT64_C(1) << 63)
-#define LANEPOOL__OWN_ONLY (UINT64_C(1) << 62)
-#define LANEPOOL__TAIL_FLAGS (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
+#define LANEPOOL__CLOSED        (UINT64_C(1) << 63)
+#define LANEPOOL__OWN_ONLY      (UINT64_C(1) << 62)
+#define LANEPOOL__TAIL_FLAGS    (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
 /* ring_push's answer to a producer that is not `own` while OWN_ONLY is set. */
 #define LANEPOOL__RING_OWN_ONLY (-1)
 
 typedef void (*lanepool__ring_fn)(void *);
 
 typedef struct lanepool__slot {
-  _Atomic uint64_t seq;  /* [atomic: release by the writer, acquire by the reader] */
-  lanepool__ring_fn fn;  /* [written by the side that owns the cell per seq] */
+  _Atomic uint64_t seq; /* [atomic: release by the writer, acquire by the reader] */
+  lanepool__ring_fn fn; /* [written by the side that owns the cell per seq] */
   void *ctx;
 } lanepool__slot;
 
@@ -76,14 +76,16 @@ typedef struct lanepool__ring {
  * head never share a cache line with each other or with the read-only fields. */
 _Static_assert(offsetof(lanepool__ring, tail) % LANEPOOL__CACHE_LINE == 0, "tail on its own line");
 _Static_assert(offsetof(lanepool__ring, head) % LANEPOOL__CACHE_LINE == 0, "head on its own line");
-_Static_assert(offsetof(lanepool__ring, head) - offsetof(lanepool__ring, tail) >= LANEPOOL__CACHE_LINE,
+_Static_assert(offsetof(lanepool__ring, head) - offsetof(lanepool__ring, tail) >=
+                   LANEPOOL__CACHE_LINE,
                "tail and head on different lines");
 _Static_assert(offsetof(lanepool__ring, tail) >= sizeof(lanepool__slot *) + sizeof(uint64_t),
                "read-only fields before tail");
 _Static_assert(sizeof(lanepool__ring) % LANEPOOL__CACHE_LINE == 0, "the ring ends on a line");
 
 /* `slots` holds `capacity` cells (a power of two >= 2). */
-static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots, uint64_t capacity) {
+static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
+                                       uint64_t capacity) {
   r->slots = slots;
   r->mask = capacity - 1;
   for (uint64_t i = 0; i < capacity; i++) {
@@ -98,7 +100,8 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
 
 /* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
  * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and !own). */
-static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, bool own) {
+static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx,
+                                      bool own) {
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
     if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
@@ -141,8 +144,8 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
     if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
-    int64_t first = (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq,
-                                                   memory_order_acquire) - pos);
+    int64_t first =
+        (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) - pos);
     if (first < 0) return EAGAIN;
     if (first > 0) { /* another producer claimed pos: look again */
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -154,8 +157,10 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
       uint64_t mid = lo + (hi - lo + 1) / 2;
       uint64_t at = pos + mid - 1;
       uint64_t seq = atomic_load_explicit(&r->slots[at & r->mask].seq, memory_order_acquire);
-      if (seq == at) lo = mid;
-      else hi = mid - 1;
+      if (seq == at)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     uint64_t k = lo;
     /* seq_cst, as in ring_push; the flags ride along unchanged. */

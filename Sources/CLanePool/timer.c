@@ -240,7 +240,8 @@ static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t
   if (!rc && t->len == t->cap) {
     size_t ncap = t->cap ? t->cap * 2 : 64;
     lanepool__timer_entry *n = realloc(t->heap, ncap * sizeof *n);
-    if (!n) rc = ENOMEM;
+    if (!n)
+      rc = ENOMEM;
     else {
       t->heap = n;
       t->cap = ncap;
@@ -268,8 +269,8 @@ int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanep
   return add_timer(lane->pool, lane, (int)lane->band, deadline_ns, fn, ctx, out);
 }
 
-int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns,
-                         lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline_ns, lanepool_fn fn,
+                         void *ctx, lanepool_timer_t *out) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0) return EINVAL;
   return add_timer(pool, NULL, b, deadline_ns, fn, ctx, out);

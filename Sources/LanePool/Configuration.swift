@@ -148,7 +148,8 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
   case "name": return "name = \"\(c.name)\" is not accepted (it must not be empty)"
   case "lanes_per_band": return "lanesPerBand = \(c.lanesPerBand.map(String.init) ?? "nil") is out of range"
   case "ring_capacity":
-    return "ringCapacity = \(c.ringCapacity.map(String.init) ?? "nil") is not accepted (a power of two within the documented range)"
+    return
+      "ringCapacity = \(c.ringCapacity.map(String.init) ?? "nil") is not accepted (a power of two within the documented range)"
   case "hard_capacity": return "hardCapacity is not accepted"
   case "allow_realtime": return "allowRealtime is not accepted"
   case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"
@@ -158,7 +159,8 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
   case "cpus":
     var list: [Int] = []
     if case .cpus(let l) = c.placement { list = l }
-    return "placement .cpus(\(list)) is not accepted: it needs at least one CPU, and each must be one this process may run on (allowed: \(allowedCPUList()))"
+    return
+      "placement .cpus(\(list)) is not accepted: it needs at least one CPU, and each must be one this process may run on (allowed: \(allowedCPUList()))"
   case "topology": return "placement .numaTopology is not accepted (no node with an allowed CPU, or a bad node)"
   default: return "pool configuration (\(field))"
   }

@@ -1,6 +1,6 @@
-@_spi(ExperimentalCustomExecutors) import _Concurrency
 internal import CLanePool
 import Dispatch
+@_spi(ExperimentalCustomExecutors) import _Concurrency
 
 // MARK: - LanePool as the process's default executor (experimental)
 
@@ -57,7 +57,9 @@ private final class DefaultExecutorInstall: @unchecked Sendable {
   func install(_ configuration: LanePool.Configuration?) throws(LanePoolError) {
     let outcome: Result<Void, LanePoolError> = lock.withLock {
       if state == 1 {
-        return .failure(LanePoolError(code: .notPermitted, errno: Errno.EALREADY, message: "LanePool is already the default executor"))
+        return .failure(
+          LanePoolError(code: .notPermitted, errno: Errno.EALREADY, message: "LanePool is already the default executor")
+        )
       }
       do throws(LanePoolError) {
         if let configuration { try LanePool.configureDefault(configuration) }

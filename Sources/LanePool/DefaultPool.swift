@@ -17,7 +17,8 @@ extension LanePool {
       return try makeDefault()
     } catch {
       misuse(
-        "cannot start the default pool: \(error.message). Call LanePool.makeDefault() (it throws) to handle this instead of stopping")
+        "cannot start the default pool: \(error.message). Call LanePool.makeDefault() (it throws) to handle this instead of stopping"
+      )
     }
   }()
 
@@ -105,10 +106,13 @@ extension LanePool {
     case Errno.EALREADY:
       throw LanePoolError(
         code: .notPermitted, errno: rc,
-        message: "the default pool already exists: LanePool.configureDefault must be called before its first use (LanePool.default, makeDefault(), queue(for:), the executors)")
+        message:
+          "the default pool already exists: LanePool.configureDefault must be called before its first use (LanePool.default, makeDefault(), queue(for:), the executors)"
+      )
     case Errno.ENOTSUP:
       throw .unsupported(
-        "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works")
+        "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works"
+      )
     case Errno.EINVAL where !checked:
       throw .invalidArgument(describeBadSetting(badField.map { String(cString: $0) }, in: c))
     default:

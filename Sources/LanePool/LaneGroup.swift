@@ -75,7 +75,7 @@ extension LanePool {
     private func submitNotify(_ lane: Lane, _ work: @escaping @Sendable () -> Void) {
       do {
         try lane.async(work, onDiscard: { lane.core.fallback.refused(.work(work)) })
-      } catch where error.code == .shutDown || error.code == .forked {
+      } catch  where error.code == .shutDown || error.code == .forked {
         lane.core.fallback.refused(.work(work), threadsGone: error.code == .forked)
       } catch {
         misuse("LaneGroup.notify: \(lane) refused the notification: \(error)")

@@ -75,7 +75,8 @@ public final class LanePool: @unchecked Sendable {
     }
     if rc == Errno.ENOTSUP {
       throw .unsupported(
-        "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works")
+        "NUMA placement needs libnuma: build with the NUMA trait (swift build --traits NUMA) on a machine where numa_available() works"
+      )
     }
     if rc == Errno.EINVAL && !checked {
       throw .invalidArgument(describeBadSetting(badField.map { String(cString: $0) }, in: c))

@@ -17,13 +17,12 @@ final class LogBox: Sendable {
   init(_ handler: @escaping @Sendable (LogLevel, String) -> Void) { self.handler = handler }
 }
 
-let logTrampoline:
-  @convention(c) (lanepool_log_level_t, UnsafePointer<CChar>?, UnsafeMutableRawPointer?) -> Void = {
-    level, message, arg in
-    guard let arg, let message else { return }
-    Unmanaged<LogBox>.fromOpaque(arg).takeUnretainedValue().handler(
-      level == LANEPOOL_LOG_WARNING ? .warning : .info, String(cString: message))
-  }
+let logTrampoline: @convention(c) (lanepool_log_level_t, UnsafePointer<CChar>?, UnsafeMutableRawPointer?) -> Void = {
+  level, message, arg in
+  guard let arg, let message else { return }
+  Unmanaged<LogBox>.fromOpaque(arg).takeUnretainedValue().handler(
+    level == LANEPOOL_LOG_WARNING ? .warning : .info, String(cString: message))
+}
 
 /// One line on stderr per process for pools released without shutdown (pools with a
 /// log handler say it there instead, each).

@@ -77,24 +77,23 @@ final class Discards: Sendable {
 /// Takes a task that a cancelling shutdown removed: a closure is released (after its
 /// on-discard action: resume a `run` caller, leave a group), a Swift job is handed to
 /// a fallback so that it still runs. Counts it.
-private let discardTask:
-  @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
-    fn, ctx, arg in
-    guard let arg else { return }
-    let discards = Unmanaged<Discards>.fromOpaque(arg).takeUnretainedValue()
-    discards.count.add(1, ordering: .relaxed)
-    guard let fn, let ctx else { return }
-    let address = unsafeBitCast(fn, to: UnsafeRawPointer.self)
-    if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
-      let box = Unmanaged<TaskBox>.fromOpaque(ctx).takeRetainedValue()
-      box.onDiscard?()
-    } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
-      discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
-    } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
-      // A task's job (its lane is not known here): it needs a thread, not exclusion.
-      Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)
-    }
+private let discardTask: @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
+  fn, ctx, arg in
+  guard let arg else { return }
+  let discards = Unmanaged<Discards>.fromOpaque(arg).takeUnretainedValue()
+  discards.count.add(1, ordering: .relaxed)
+  guard let fn, let ctx else { return }
+  let address = unsafeBitCast(fn, to: UnsafeRawPointer.self)
+  if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
+    let box = Unmanaged<TaskBox>.fromOpaque(ctx).takeRetainedValue()
+    box.onDiscard?()
+  } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
+    discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
+  } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
+    // A task's job (its lane is not known here): it needs a thread, not exclusion.
+    Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)
   }
+}
 
 /// Runs a blocking call on a fresh thread so it does not hold a cooperative-pool thread.
 func runOffCooperativePool<T: Sendable>(

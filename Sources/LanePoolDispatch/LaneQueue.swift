@@ -1,5 +1,4 @@
 import Dispatch
-
 import LanePool
 
 /// A lane with `DispatchQueue`'s method shapes, for code moving from GCD line by line.

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-
 import LanePool
 
 extension LanePool.QoS {

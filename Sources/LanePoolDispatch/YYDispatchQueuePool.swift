@@ -1,8 +1,7 @@
 import Dispatch
 import Foundation
-import Synchronization
-
 @_exported import LanePool
+import Synchronization
 
 /// A drop-in for YYKit's `YYDispatchQueuePool`, on LanePool lanes instead of GCD
 /// serial queues: same initialiser, `queue()`, `defaultPool(for:)`, and the
@@ -80,7 +79,7 @@ public final class YYDispatchQueuePool: @unchecked Sendable {
     let pool = self.pool
     do {
       try pool.shutdown(discardingQueued: false)
-    } catch where error.code == .wouldDeadlock {
+    } catch  where error.code == .wouldDeadlock {
       Thread { _ = try? pool.shutdown(discardingQueued: false) }.start()
     } catch {
       // .forked: the threads are the parent's; nothing to stop here.

@@ -3,5 +3,7 @@
 // the default traits off resolves neither. A root build that names its traits keeps it
 // with `default` (`swift build --traits default,NUMA`).
 #if !Bench
-#error("lanepool-bench needs the Bench trait (on by default): keep `default` when naming traits, e.g. --traits default,NUMA")
+  #error(
+    "lanepool-bench needs the Bench trait (on by default): keep `default` when naming traits, e.g. --traits default,NUMA"
+  )
 #endif

@@ -10,7 +10,8 @@ let allWorkloads = ["limit", "w1", "w2", "floor", "w3", "w4", "w5", "w6", "w7", 
 struct BenchCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "lanepool-bench",
-    abstract: "LanePool side by side with a YYDispatchQueuePool port over GCD, GCD's global queue and Task, in one process.",
+    abstract:
+      "LanePool side by side with a YYDispatchQueuePool port over GCD, GCD's global queue and Task, in one process.",
     discussion: """
       Workloads: limit (the bare ring's cost on this machine, single-threaded), w1 and w2 \
       (throughput, 1 and 2 producers), floor (a raw condition-variable wake), w3 (wake \
@@ -20,7 +21,9 @@ struct BenchCommand: ParsableCommand {
       (W8: / GCD serial queue .sync, W9: / the default executor).
       """)
 
-  @Flag(help: "A short smoke run: 100,000 tasks, 3 rounds, 2,000 latency samples, 300 probes, 20,000 sync and ping-pong calls.")
+  @Flag(
+    help:
+      "A short smoke run: 100,000 tasks, 3 rounds, 2,000 latency samples, 300 probes, 20,000 sync and ping-pong calls.")
   var quick = false
 
   @Option(
@@ -37,10 +40,16 @@ struct BenchCommand: ParsableCommand {
   @Option(help: ArgumentHelp("Write every run's figures to this file as JSON.", valueName: "file"))
   var json: String? = nil
 
-  @Option(help: ArgumentHelp("Tiny tasks per throughput round (W1, W2) and per limit round (default: 1,000,000; --quick: 100,000).", valueName: "n"))
+  @Option(
+    help: ArgumentHelp(
+      "Tiny tasks per throughput round (W1, W2) and per limit round (default: 1,000,000; --quick: 100,000).",
+      valueName: "n"))
   var tasks: Int? = nil
 
-  @Option(help: ArgumentHelp("Rounds per throughput, limit, W8 and W9 figure; the median is reported (default: 5; --quick: 3).", valueName: "n"))
+  @Option(
+    help: ArgumentHelp(
+      "Rounds per throughput, limit, W8 and W9 figure; the median is reported (default: 5; --quick: 3).", valueName: "n"
+    ))
   var rounds: Int? = nil
 
   @Option(help: ArgumentHelp("W4 probes, at least 10 (default: 2,000; --quick: 300).", valueName: "n"))

@@ -57,7 +57,8 @@ func runW8(calls: Int, rounds: Int) -> [String: W8Result] {
         for _ in 0..<n { _ = lanepool_lane_sync(cLane, cBump, ctx) }
       }, divisor: 1),
     SyncRow(
-      name: "LanePool, lane thread", calls: { n, c in for _ in 0..<n { try! lane.sync(onLaneThread: true) { c.n &+= 1 } } },
+      name: "LanePool, lane thread",
+      calls: { n, c in for _ in 0..<n { try! lane.sync(onLaneThread: true) { c.n &+= 1 } } },
       divisor: 10),
   ]
   var out: [String: W8Result] = [:]
@@ -152,31 +153,46 @@ func laneJobs(_ pool: LanePool) -> UInt64 {
 /// `rounds`. `extra` adds rows measured elsewhere (the default-executor child process).
 func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
   let pool = try! LanePool(name: "bench-w9", lanesPerBand: 2, policies: benchPolicies)
-  defer { try? pool.shutdown(discardingQueued: false) }
+  defer { _ = try? pool.shutdown(discardingQueued: false) }
   let laneA = pool.lanes(for: .userInitiated)[0]
   let laneB = pool.lanes(for: .userInitiated)[1]
   typealias Variant = (name: String, usesLanes: Bool, run: (Int) -> Void)
   let variants: [Variant] = [
-    ("default executor", false, { n in
-      let a = DefaultPinger(), b = DefaultPonger()
-      blockOn { await a.run(n, b) }
-    }),
-    ("both actors on one lane", true, { n in
-      let a = LanePinger(lane: laneA), b = LanePonger(lane: laneA)
-      blockOn { await a.run(n, b) }
-    }),
-    ("actors on two lanes", true, { n in
-      let a = LanePinger(lane: laneA), b = LanePonger(lane: laneB)
-      blockOn { await a.run(n, b) }
-    }),
-    ("default actors, task prefers the pool", true, { n in
-      let a = DefaultPinger(), b = DefaultPonger()
-      blockOn(preferring: pool) { await a.run(n, b) }
-    }),
-    ("default actors, task prefers one lane", true, { n in
-      let a = DefaultPinger(), b = DefaultPonger()
-      blockOn(preferring: laneA) { await a.run(n, b) }
-    }),
+    (
+      "default executor", false,
+      { n in
+        let a = DefaultPinger(), b = DefaultPonger()
+        blockOn { await a.run(n, b) }
+      }
+    ),
+    (
+      "both actors on one lane", true,
+      { n in
+        let a = LanePinger(lane: laneA), b = LanePonger(lane: laneA)
+        blockOn { await a.run(n, b) }
+      }
+    ),
+    (
+      "actors on two lanes", true,
+      { n in
+        let a = LanePinger(lane: laneA), b = LanePonger(lane: laneB)
+        blockOn { await a.run(n, b) }
+      }
+    ),
+    (
+      "default actors, task prefers the pool", true,
+      { n in
+        let a = DefaultPinger(), b = DefaultPonger()
+        blockOn(preferring: pool) { await a.run(n, b) }
+      }
+    ),
+    (
+      "default actors, task prefers one lane", true,
+      { n in
+        let a = DefaultPinger(), b = DefaultPonger()
+        blockOn(preferring: laneA) { await a.run(n, b) }
+      }
+    ),
   ]
   var out: [(String, W9Result)] = []
   for v in variants {

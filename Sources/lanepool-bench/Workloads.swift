@@ -78,7 +78,9 @@ func throughput(_ s: Subject, producers: Int, perProducer: Int, qos: QoS = .user
 // MARK: - W3: wake latency
 
 /// `samples` probes, `gapNs` apart, at most `inFlight` outstanding: submit -> start.
-func wakeLatency(_ s: Subject, samples: Int, gapNs: UInt64 = 20_000, inFlight: Int = 64, qos: QoS = .userInitiated) -> Percentiles {
+func wakeLatency(
+  _ s: Subject, samples: Int, gapNs: UInt64 = 20_000, inFlight: Int = 64, qos: QoS = .userInitiated
+) -> Percentiles {
   let slots = UnsafeMutablePointer<ProbeSlot>.allocate(capacity: samples)
   defer { slots.deallocate() }
   let c = Completion(target: samples)
@@ -230,7 +232,11 @@ func blocking(_ s: Subject, tasks: Int = 256) -> BlockingResult {
   let baseline = threadCount()
   let c = Completion(target: tasks)
   let t0 = now()
-  for _ in 0..<tasks { s.run(.utility) { usleep(20_000); c.tick() } }
+  for _ in 0..<tasks {
+    s.run(.utility) {
+      usleep(20_000); c.tick()
+    }
+  }
   var peak = baseline
   while c.count < tasks {
     peak = max(peak, threadCount())
@@ -258,8 +264,12 @@ func fifo(_ s: Subject, tasks: Int) -> (violations: Int, ran: Int) {
   for seq in 0..<tasks {
     let (key, submit): (ObjectIdentifier, (@escaping @Sendable () -> Void) -> Void) =
       s.name == gcdYY.name
-      ? { let q = yyPools[.userInitiated]!.queue(); return (ObjectIdentifier(q), { q.async(execute: $0) }) }()
-      : { let l = lanePool.queue(for: .userInitiated); return (ObjectIdentifier(l), { try! l.async($0) }) }()
+      ? {
+        let q = yyPools[.userInitiated]!.queue(); return (ObjectIdentifier(q), { q.async(execute: $0) })
+      }()
+      : {
+        let l = lanePool.queue(for: .userInitiated); return (ObjectIdentifier(l), { try! l.async($0) })
+      }()
     submit {
       check.lock.lock()
       if let last = check.last[key], seq <= last { check.violations.add(1, ordering: .relaxed) }

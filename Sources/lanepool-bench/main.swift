@@ -48,7 +48,9 @@ var subjects = allSubjects
 let uncappedPool: OpaquePointer? = options.compareSpin ? makeCPool("benchu", maxSpinning: LANEPOOL_SPIN_UNLIMITED) : nil
 let noSpinPool: OpaquePointer? = options.compareSpin ? makeCPool("benchn", spin: false) : nil
 let fixedSpinPool: OpaquePointer? = options.compareSpin ? makeCPool("benchf", fixedSpin: true) : nil
-for (name, p) in [("C fn, spin uncapped", uncappedPool), ("C fn, no spin", noSpinPool), ("C fn, fixed spin", fixedSpinPool)] {
+for (name, p) in [
+  ("C fn, spin uncapped", uncappedPool), ("C fn, no spin", noSpinPool), ("C fn, fixed spin", fixedSpinPool),
+] {
   guard let p else { continue }
   subjects.append(
     Subject(
@@ -101,8 +103,11 @@ for runIndex in 1...options.repeatCount {
     let l = ringLimit(tasks: options.tasks, rounds: options.rounds)
     result.limit = l
     print("")
-    print("Limit: the bare ring (the core's ring.h), one thread, no sharing, no lane threads: \(options.tasks) tiny tasks")
-    print("pushed into a \(l.ringCapacity)-cell ring and popped (each one called), a full ring at a time; median of \(options.rounds)")
+    print(
+      "Limit: the bare ring (the core's ring.h), one thread, no sharing, no lane threads: \(options.tasks) tiny tasks")
+    print(
+      "pushed into a \(l.ringCapacity)-cell ring and popped (each one called), a full ring at a time; median of \(options.rounds)"
+    )
     let w = [58, 12]
     header(["measure", "value"], w)
     print(row(["ns per push (CAS, two stores, publish)", String(format: "%.2f", l.pushNs)], w))
@@ -125,19 +130,29 @@ for runIndex in 1...options.repeatCount {
     let med = samples.mapValues(median)
     let bound = result.limit?.bound(producers: producers)
     print("")
-    print("\(key.uppercased()) throughput: \(producers) producer(s) x \(per) tiny tasks to userInitiated, round-robin; median of \(options.rounds) after a warm-up")
-    print("of bound: the median / the limit row's \(producers)-producer bound" + (bound.map { " (\(mps($0)))" } ?? " (no limit row in this run)"))
+    print(
+      "\(key.uppercased()) throughput: \(producers) producer(s) x \(per) tiny tasks to userInitiated, round-robin; median of \(options.rounds) after a warm-up"
+    )
+    print(
+      "of bound: the median / the limit row's \(producers)-producer bound"
+        + (bound.map { " (\(mps($0)))" } ?? " (no limit row in this run)"))
     let w = [22, 12, 10, 9, 22]
     header(["subject", "tasks/s", "vs GCD YY", "of bound", "all rounds (M/s)"], w)
     var out: [String: ThroughputResult] = [:]
     for s in subjects {
       let m = med[s.name]!
       let r = ThroughputResult(
-        medianTasksPerS: m, rounds: samples[s.name]!, ratioVsGcdYY: m / med[base]!, fractionOfBound: bound.map { m / $0 })
+        medianTasksPerS: m, rounds: samples[s.name]!, ratioVsGcdYY: m / med[base]!,
+        fractionOfBound: bound.map { m / $0 })
       out[s.name] = r
       ratios.add(key, "tasks/s", s.name, base: base, r.ratioVsGcdYY)
       if let f = r.fractionOfBound { ratios.add(key, "tasks/s of bound", s.name, base: "limit bound", f) }
-      print(row([s.name, mps(m), ratio(m, med[base]!), r.fractionOfBound.map { String(format: "%.3f", $0) } ?? "-", r.rounds.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " ")], w))
+      print(
+        row(
+          [
+            s.name, mps(m), ratio(m, med[base]!), r.fractionOfBound.map { String(format: "%.3f", $0) } ?? "-",
+            r.rounds.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " "),
+          ], w))
     }
     if key == "w1" { result.w1 = out } else { result.w2 = out }
   }
@@ -162,12 +177,17 @@ for runIndex in 1...options.repeatCount {
     for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
     let b = res[base]!
     print("")
-    print("W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)")
+    print(
+      "W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)"
+    )
     let w = [22, 8, 8, 8, 12, 12, 14]
     header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
     for s in subjects {
       let r = res[s.name]!
-      print(row([s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w))
+      print(
+        row(
+          [s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w
+        ))
       ratios.add("w3", "p50", s.name, base: base, r.p50 / b.p50)
       ratios.add("w3", "p99", s.name, base: base, r.p99 / b.p99)
       ratios.add("w3", "p99.9", s.name, base: base, r.p999 / b.p999)
@@ -197,13 +217,22 @@ for runIndex in 1...options.repeatCount {
     try noSlicePool.shutdown(discardingQueued: false)
     let b = res[base]!
     print("")
-    print("W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us); loaded: the background")
-    print("band kept saturated by 2 ms CPU-bound tasks, \(4 * lanesPerBand) queued; bg/s: background tasks done per second (max \(lanesPerBand * 500))")
+    print(
+      "W4 priority isolation: \(options.probes) userInteractive probes 1 ms apart, submit -> start (us); loaded: the background"
+    )
+    print(
+      "band kept saturated by 2 ms CPU-bound tasks, \(4 * lanesPerBand) queued; bg/s: background tasks done per second (max \(lanesPerBand * 500))"
+    )
     let w = [22, 9, 9, 10, 10, 13, 12, 6]
     header(["subject", "idle p50", "idle p99", "load p50", "load p99", "load/idle p99", "p99 vs YY", "bg/s"], w)
     for s in w4Subjects {
       let r = res[s.name]!
-      print(row([s.name, f1(r.idle.p50), f1(r.idle.p99), f1(r.loaded.p50), f1(r.loaded.p99), ratio(r.loaded.p99, r.idle.p99), ratio(r.loaded.p99, b.loaded.p99), String(format: "%.0f", r.backgroundTasksPerSecond)], w))
+      print(
+        row(
+          [
+            s.name, f1(r.idle.p50), f1(r.idle.p99), f1(r.loaded.p50), f1(r.loaded.p99), ratio(r.loaded.p99, r.idle.p99),
+            ratio(r.loaded.p99, b.loaded.p99), String(format: "%.0f", r.backgroundTasksPerSecond),
+          ], w))
       ratios.add("w4", "idle p50", s.name, base: base, r.idle.p50 / b.idle.p50)
       ratios.add("w4", "idle p99", s.name, base: base, r.idle.p99 / b.idle.p99)
       ratios.add("w4", "loaded p50", s.name, base: base, r.loaded.p50 / b.loaded.p50)
@@ -227,7 +256,9 @@ for runIndex in 1...options.repeatCount {
       let r = res[s.name]!
       print(row([s.name, "\(r.extraThreads)", String(format: "%.2f", r.wallSeconds)], w))
       // extra threads: a ratio only where the YY pool made some (0 / 0 says nothing).
-      if b.extraThreads > 0 { ratios.add("w5", "extra threads", s.name, base: base, Double(r.extraThreads) / Double(b.extraThreads)) }
+      if b.extraThreads > 0 {
+        ratios.add("w5", "extra threads", s.name, base: base, Double(r.extraThreads) / Double(b.extraThreads))
+      }
       ratios.add("w5", "wall", s.name, base: base, r.wallSeconds / b.wallSeconds)
     }
     result.w5 = res
@@ -245,7 +276,8 @@ for runIndex in 1...options.repeatCount {
       let r = fifo(s, tasks: options.fifoTasks)
       let ok = r.violations == 0 && r.ran == options.fifoTasks
       fifoFailed = fifoFailed || !ok
-      print(row([s.name, ok ? "ok (\(r.ran) tasks in order)" : "FAILED: \(r.violations) out of order, \(r.ran) ran"], w))
+      print(
+        row([s.name, ok ? "ok (\(r.ran) tasks in order)" : "FAILED: \(r.violations) out of order, \(r.ran) ran"], w))
       out[s.name] = FifoResult(outOfOrder: r.violations, ran: r.ran)
     }
     print(row(["GCD global queue", "n/a (concurrent queue)"], w))
@@ -277,13 +309,20 @@ for runIndex in 1...options.repeatCount {
     let base8 = "GCD serial queue .sync"
     let gcd = res[base8]!
     print("")
-    print("W8 sync round trip: \(options.syncCalls) calls that add 1 to a plain counter, median of \(options.rounds) rounds (ns per call);")
+    print(
+      "W8 sync round trip: \(options.syncCalls) calls that add 1 to a plain counter, median of \(options.rounds) rounds (ns per call);"
+    )
     print("idle: one caller, the lane parked; contended: two threads sync onto the same lane / queue at once")
     let w = [26, 10, 12, 14, 16]
     header(["subject", "idle ns", "idle vs GCD", "contended ns", "contended vs GCD"], w)
     for name in [base8, "LanePool lane.sync", "LanePool C lane_sync", "LanePool, lane thread"] {
       let r = res[name]!
-      print(row([name, f1(r.idleNsPerCall), ratio(r.idleNsPerCall, gcd.idleNsPerCall), f1(r.contendedNsPerCall), ratio(r.contendedNsPerCall, gcd.contendedNsPerCall)], w))
+      print(
+        row(
+          [
+            name, f1(r.idleNsPerCall), ratio(r.idleNsPerCall, gcd.idleNsPerCall), f1(r.contendedNsPerCall),
+            ratio(r.contendedNsPerCall, gcd.contendedNsPerCall),
+          ], w))
       ratios.add("w8", "idle ns/call", name, base: base8, r.idleNsPerCall / gcd.idleNsPerCall)
       ratios.add("w8", "contended ns/call", name, base: base8, r.contendedNsPerCall / gcd.contendedNsPerCall)
     }
@@ -298,11 +337,16 @@ for runIndex in 1...options.repeatCount {
     let base9 = "default executor"
     let b = res.first { $0.0 == base9 }!.1.nsPerCall
     print("")
-    print("W9 actor ping-pong: \(options.pingPongCalls) awaited calls from one actor to another, median of \(options.rounds) rounds")
+    print(
+      "W9 actor ping-pong: \(options.pingPongCalls) awaited calls from one actor to another, median of \(options.rounds) rounds"
+    )
     let w = [40, 10, 18, 16]
     header(["variant", "ns/call", "vs default executor", "lane jobs/call"], w)
     for (name, r) in res {
-      print(row([name, f1(r.nsPerCall), ratio(r.nsPerCall, b), r.laneJobsPerCall.map { String(format: "%.2f", $0) } ?? "-"], w))
+      print(
+        row(
+          [name, f1(r.nsPerCall), ratio(r.nsPerCall, b), r.laneJobsPerCall.map { String(format: "%.2f", $0) } ?? "-"], w
+        ))
       ratios.add("w9", "ns/call", name, base: base9, r.nsPerCall / b)
     }
     result.w9 = Dictionary(uniqueKeysWithValues: res.map { ($0.0, $0.1) })
@@ -316,12 +360,17 @@ for runIndex in 1...options.repeatCount {
 let summaries = ratios.summaries
 if options.repeatCount > 1 {
   print("")
-  print("Ratios across \(options.repeatCount) runs, min / median / max: each subject / the GCD YY pool (W8: / GCD serial queue")
-  print(".sync, W9: / the default executor; 'of bound': / the limit row's bound); latencies and ns/call: lower is better")
+  print(
+    "Ratios across \(options.repeatCount) runs, min / median / max: each subject / the GCD YY pool (W8: / GCD serial queue"
+  )
+  print(
+    ".sync, W9: / the default executor; 'of bound': / the limit row's bound); latencies and ns/call: lower is better")
   let w = [6, 18, 38, 8, 8, 8]
   header(["", "metric", "subject", "min", "median", "max"], w)
   for r in summaries {
-    print(row([r.workload.uppercased(), r.metric, r.subject, ratioValue(r.min), ratioValue(r.median), ratioValue(r.max)], w))
+    print(
+      row(
+        [r.workload.uppercased(), r.metric, r.subject, ratioValue(r.min), ratioValue(r.median), ratioValue(r.max)], w))
   }
 }
 

@@ -83,7 +83,11 @@ struct LanePoolServerTests {
     let (logger, logs) = capturingLogger()
     let pool = try LanePool(name: "svc1", lanesPerBand: 1)
     let ran = Count()
-    for _ in 0..<500 { try pool.async(qos: .utility) { usleep(100); ran.bump() } }
+    for _ in 0..<500 {
+      try pool.async(qos: .utility) {
+        usleep(100); ran.bump()
+      }
+    }
     try await testGracefulShutdown { trigger in
       try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await LanePoolService(pool: pool, logger: logger).run() }
@@ -204,7 +208,9 @@ struct LanePoolServerTests {
     let lane = pool.queue(for: .utility)
     try lane.async { gate.wait() }
     #expect(await eventually { lane.info.isStalled })
-    let running = Task { try await LanePoolService(pool: pool, logger: logger, stallCheckInterval: .milliseconds(2)).run() }
+    let running = Task {
+      try await LanePoolService(pool: pool, logger: logger, stallCheckInterval: .milliseconds(2)).run()
+    }
     #expect(await eventually { logs.with("lanepool lane stalled").count == 1 })
     try await Task.sleep(for: .milliseconds(50))
     gate.signal()
@@ -231,15 +237,17 @@ struct LanePoolServerTests {
     // its lane idle runs inline, on the caller's thread, and is not a task the lane
     // ran.)
     let executed = try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims)
-    #expect(await eventually {
-      collector.sample()
-      return executed.totalValue >= 1_000
-    })
+    #expect(
+      await eventually {
+        collector.sample()
+        return executed.totalValue >= 1_000
+      })
     let wait = try metrics.expectTimer(LanePoolMetrics.Label.queueWait, dims)
-    #expect(await eventually {
-      collector.sample()
-      return wait.values.count >= 2
-    })
+    #expect(
+      await eventually {
+        collector.sample()
+        return wait.values.count >= 2
+      })
     // The probes ran and were sampled many times over: still exactly the pool's tasks.
     #expect(executed.totalValue == 1_000)
     // Nanoseconds to the backend (a Timer), a real wait: above zero, under 10 s.
@@ -281,10 +289,11 @@ struct LanePoolServerTests {
     for _ in 0..<8 { try pool.async(qos: .utility) { done.bump() } }
     #expect(await eventually { done.n == 8 })
     let utility = try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims(.utility))
-    #expect(await eventually {
-      collector.sample()
-      return utility.totalValue >= 8
-    })
+    #expect(
+      await eventually {
+        collector.sample()
+        return utility.totalValue >= 8
+      })
     for _ in 0..<20 {
       collector.sample()
       try await Task.sleep(for: .milliseconds(1))
@@ -308,16 +317,21 @@ struct LanePoolServerTests {
     let pool = try LanePool(name: "svc6", lanesPerBand: 1)
     let collector = LanePoolMetrics(pool: pool, factory: factory)
     let done = Count()
-    for _ in 0..<6 { try pool.async(qos: .utility) { usleep(20_000); done.bump() } }  // 120 ms of work
+    for _ in 0..<6 {
+      try pool.async(qos: .utility) {
+        usleep(20_000); done.bump()
+      }
+    }  // 120 ms of work
     #expect(await eventually { done.n == 6 })
     for _ in 0..<10 {
       collector.sample()
       try await Task.sleep(for: .milliseconds(5))
     }
-    #expect(await eventually {
-      collector.sample()
-      return (value(registry, LanePoolMetrics.Label.busyTime, #"qos="utility""#) ?? 0) >= 0.1
-    })
+    #expect(
+      await eventually {
+        collector.sample()
+        return (value(registry, LanePoolMetrics.Label.busyTime, #"qos="utility""#) ?? 0) >= 0.1
+      })
     let text = registry.emitToString()
 
     // Known waits: one per bucket with the documented buckets, three in the first of
@@ -338,10 +352,11 @@ struct LanePoolServerTests {
     #expect(busy >= 0.1 && busy < 10, "busy seconds: \(busy)")
     // Six tasks, once the lane has counted them; probes never.
     let executed = { value(registry, LanePoolMetrics.Label.tasksExecuted, #"pool="svc6",qos="utility""#) }
-    #expect(await eventually {
-      collector.sample()
-      return executed() == 6
-    })
+    #expect(
+      await eventually {
+        collector.sample()
+        return executed() == 6
+      })
     for _ in 0..<5 { collector.sample() }
     #expect(executed() == 6)
     try await pool.shutdownGracefully()
@@ -407,7 +422,8 @@ private func seconds(_ d: Duration) -> Double {
 private func buckets(_ text: String, _ name: String, _ labels: String) -> [(le: Double, count: Int)] {
   text.split(separator: "\n").compactMap { line -> (Double, Int)? in
     guard line.hasPrefix(name + "_bucket{"), labels.isEmpty || line.contains(labels),
-      let leStart = line.range(of: #"le=""#), let close = line.range(of: "\"}", range: leStart.upperBound..<line.endIndex)
+      let leStart = line.range(of: #"le=""#),
+      let close = line.range(of: "\"}", range: leStart.upperBound..<line.endIndex)
     else { return nil }
     let le = String(line[leStart.upperBound..<close.lowerBound])
     guard let count = Int(line[close.upperBound...].trimmingCharacters(in: .whitespaces)) else { return nil }

@@ -42,6 +42,4 @@ int lp_test_drop_privileges(unsigned uid, unsigned gid) {
   return 0;
 }
 
-int lp_test_set_own_nice(int nice) {
-  return setpriority(PRIO_PROCESS, 0, nice) == 0 ? 0 : errno;
-}
+int lp_test_set_own_nice(int nice) { return setpriority(PRIO_PROCESS, 0, nice) == 0 ? 0 : errno; }

@@ -193,8 +193,16 @@ struct BadInputTests {
     do {
       let t1 = ReleaseToken(released)
       let t2 = ReleaseToken(released)
-      #expect(throws: LanePoolError.shutDown) { try lane.async { _ = t1; ran.bump() } }
-      #expect(throws: LanePoolError.shutDown) { try pool.async(qos: .utility) { _ = t2; ran.bump() } }
+      #expect(throws: LanePoolError.shutDown) {
+        try lane.async {
+          _ = t1; ran.bump()
+        }
+      }
+      #expect(throws: LanePoolError.shutDown) {
+        try pool.async(qos: .utility) {
+          _ = t2; ran.bump()
+        }
+      }
       #expect(throws: LanePoolError.shutDown) { try lane.sync { ran.bump() } }
     }
     #expect(ran.count == 0)

@@ -176,7 +176,9 @@ struct ConcurrencyTests {
     let cancelPool = try LanePool(name: uniqueName("tcn"), lanesPerBand: 1)
     do {
       let token = ReleaseToken(released)
-      try cancelPool.queue(for: .default).asyncAfter(.seconds(3600)) { _ = token; ran.bump() }
+      try cancelPool.queue(for: .default).asyncAfter(.seconds(3600)) {
+        _ = token; ran.bump()
+      }
     }
     let discarded = try cancelPool.shutdown(discardingQueued: true)
     #expect(discarded == 1)

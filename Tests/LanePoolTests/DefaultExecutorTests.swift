@@ -28,11 +28,12 @@ struct DefaultExecutorTests {
     await #expect(processExitsWith: .success) {
       #expect(!LanePool.isDefaultExecutor)
       #expect(laneBand(of: .low) == nil)  // before: Swift's own executor
-      try LanePool.installAsDefaultExecutor(configuration: {
-        var c = LanePool.Configuration()
-        c.lanesPerBand = 1
-        return c
-      }())
+      try LanePool.installAsDefaultExecutor(
+        configuration: {
+          var c = LanePool.Configuration()
+          c.lanesPerBand = 1
+          return c
+        }())
       #expect(LanePool.isDefaultExecutor)
       #expect(laneBand(of: .high) == .userInitiated)
       #expect(laneBand(of: .userInitiated) == .userInitiated)

@@ -30,9 +30,14 @@ struct DefaultPoolTests {
       ("ringCapacity", { $0.ringCapacity = 0 }),
       ("name", { $0.name = "" }),
       ("stackSize", { $0.stackSize = 100 }),
-      ("policies[.utility].nice", { var p = BandPolicy.default(for: .utility)
-        p.nice = 40
-        $0.policies[.utility] = p }),
+      (
+        "policies[.utility].nice",
+        {
+          var p = BandPolicy.default(for: .utility)
+          p.nice = 40
+          $0.policies[.utility] = p
+        }
+      ),
       ("placement .numaTopology", { $0.placement = .numaTopology([0: [0]]) }),
     ]
     for (setting, edit) in cases {

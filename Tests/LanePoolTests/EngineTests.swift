@@ -233,7 +233,11 @@ struct EngineTests {
     let released = Counter()
     do {
       let token = ReleaseToken(released)
-      #expect(throws: LanePoolError.full) { try lane.async { _ = token; ran.bump() } }
+      #expect(throws: LanePoolError.full) {
+        try lane.async {
+          _ = token; ran.bump()
+        }
+      }
     }
     #expect(released.count == 1)
     gate.signal()

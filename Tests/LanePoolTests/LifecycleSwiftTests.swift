@@ -348,18 +348,27 @@ struct LifecycleSwiftTests {
     }
     #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 0) }.contains("lanesPerBand"))
     #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: -3) }.contains("lanesPerBand"))
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: Int(UInt32.max)) }.contains("lanesPerBand"))
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 1000) }.contains("ringCapacity"))
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 0) }.contains("ringCapacity"))
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: Int(UInt32.max)) }.contains("lanesPerBand"))
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 1000) }.contains("ringCapacity")
+    )
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, ringCapacity: 0) }.contains("ringCapacity"))
     #expect(message { () throws(LanePoolError) in try LanePool(name: "") }.contains("name"))
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, stackSize: 4096) }.contains("stackSize"))
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, stackSize: 4096) }.contains("stackSize"))
     #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, stackSize: -1) }.contains("stackSize"))
     #expect(message { () throws(LanePoolError) in try LanePool(name: "a\u{0}b") }.contains("name"))
     var nice = BandPolicy.default(for: .utility)
     nice.nice = 40
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, policies: [.utility: nice]) }.contains("policies[.utility].nice"))
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, policies: [.utility: nice]) }.contains(
+        "policies[.utility].nice"))
     let rt = BandPolicy(scheduler: .fifo(priority: 10), nice: 0, ioPriority: .unchanged)
-    #expect(message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, policies: [.background: rt]) }.contains("policies[.background]"))
+    #expect(
+      message { () throws(LanePoolError) in try LanePool(lanesPerBand: 1, policies: [.background: rt]) }.contains(
+        "policies[.background]"))
   }
 
   // MARK: (13) Misuse stops speak in release builds

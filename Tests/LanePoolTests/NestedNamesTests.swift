@@ -1,6 +1,5 @@
-import Testing
-
 import LanePool
+import Testing
 
 /// Every public type of the module, spelled through the type `LanePool` (the module has
 /// the same name, so these are the spellings that cannot be ambiguous). Compiling is
@@ -45,9 +44,11 @@ struct NestedNamesTests {
 
     // The top-level aliases are the same types (existing code keeps compiling).
     let aliased: (QoS, Lane, LaneInfo, LanePoolError, BandPolicy, PriorityClass) = (
-      qos, lane, info, error, band, priority)
+      qos, lane, info, error, band, priority
+    )
     let aliased2: (Placement, AppliedPolicy, AppliedSetting, LogLevel, TimerHandle, LaneGroup) = (
-      placement, policy, setting, level, timer, group)
+      placement, policy, setting, level, timer, group
+    )
     #expect(aliased.1 === lane && aliased2.5 === group)
   }
 }

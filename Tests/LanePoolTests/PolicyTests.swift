@@ -72,7 +72,9 @@ struct PolicyTests {
         #expect(proc.policy == (want.scheduler == .batch ? SCHED_BATCH_ : SCHED_OTHER_), "\(lane)")
         guard case .bestEffort(let level) = want.ioPriority else { Issue.record("table changed"); continue }
         #expect(Int(ioprio) == ioprioValue(2, level), "\(lane)")
-        let wantSlack = want.timerSlack.map { Int($0.components.attoseconds / 1_000_000_000 + $0.components.seconds * 1_000_000_000) }
+        let wantSlack = want.timerSlack.map {
+          Int($0.components.attoseconds / 1_000_000_000 + $0.components.seconds * 1_000_000_000)
+        }
         #expect(slack == wantSlack ?? inheritedSlack, "\(lane)")
       }
     }

@@ -1,4 +1,3 @@
-
 import Testing
 
 @testable import LanePool
@@ -11,14 +10,14 @@ struct ReadmeExampleTests {
     let log = Locked<[String]>([])
     // --- README begins ---
     try LanePool.queue(for: .userInitiated).async { print("default pool") }  // YYDispatchQueueGetForQOS
-    let pool = try LanePool(name: "db", lanesPerBand: 2)                   // 5 bands x 2 lanes
-    let lane = pool.queue(for: .utility)                                   // round-robin, like YY's -queue
+    let pool = try LanePool(name: "db", lanesPerBand: 2)  // 5 bands x 2 lanes
+    let lane = pool.queue(for: .utility)  // round-robin, like YY's -queue
     for i in 1...3 { try lane.async { log.withLock { $0.append("task \(i)") } } }  // FIFO on this lane
-    let answer = try lane.sync { 6 * 7 }                                   // after the three tasks
-    try pool.queue(for: .default, key: "user-42").async { }                // same key, same lane
-    try pool.async(qos: .background) { }                                   // the less loaded of two lanes
-    print(lane.info.threadName, lane.info.tasksExecuted)                   // "db-ut-0 3", say
-    try await pool.shutdownGracefully()                                    // drain, then join
+    let answer = try lane.sync { 6 * 7 }  // after the three tasks
+    try pool.queue(for: .default, key: "user-42").async {}  // same key, same lane
+    try pool.async(qos: .background) {}  // the less loaded of two lanes
+    print(lane.info.threadName, lane.info.tasksExecuted)  // "db-ut-0 3", say
+    try await pool.shutdownGracefully()  // drain, then join
     // --- README ends ---
     #expect(answer == 42)
     #expect(log.withLock { $0 } == ["task 1", "task 2", "task 3"])

@@ -167,9 +167,12 @@ struct ReliabilityTests {
         // LeakSanitizer checks for leaks instead of RSS.
         guard !runningUnderSanitizer else { return }
         let growth = rssKiB() - rssBefore
-        // 1,000 pools of 5 threads each: a leak of one stack or ring per pool would be
-        // hundreds of MiB; allow allocator noise.
-        #expect(growth < 16 * 1024, "RSS grew \(growth) KiB over 1,000 pools")
+        // A coarse check only: RSS is the whole process's, and the other suites run in
+        // parallel and allocate too (17 MiB of growth was seen once with no leak). A
+        // leaked pool (five lanes, their rings, five touched thread stacks: about 60 KiB)
+        // over 1,000 pools is about 60 MiB. Exact leaks are LeakSanitizer's job (the
+        // ASan run in CI).
+        #expect(growth < 48 * 1024, "RSS grew \(growth) KiB over 1,000 pools")
       }
     }
   }

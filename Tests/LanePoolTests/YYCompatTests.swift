@@ -1,9 +1,8 @@
 import Dispatch
 import Foundation
-import Testing
-
 import LanePool
 import LanePoolDispatch
+import Testing
 
 /// Written the way YYDispatchQueuePool call sites are (YYKit's YYAsyncLayer,
 /// YYWebImage...): the same calls, with `import LanePoolDispatch` instead of YYKit.

@@ -136,7 +136,9 @@ static void *spread_producer(void *arg) {
     lanepool_qos_t q = all_qos[(a->seed >> 16) % LANEPOOL_BAND_COUNT];
     int rc;
     switch ((a->seed >> 8) % 3) {
-    case 0: rc = lanepool_async(a->pool, q, count_task, NULL); break;
+    case 0:
+      rc = lanepool_async(a->pool, q, count_task, NULL);
+      break;
     case 1: {
       lanepool_lane_t *l;
       lanepool_next_lane(a->pool, q, &l);

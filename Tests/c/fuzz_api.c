@@ -35,16 +35,16 @@ typedef struct {
 static slot_t slots[SLOTS];
 static long checks, failures;
 
-#define EXPECT(cond, ...)                                                                \
-  do {                                                                                   \
-    checks++;                                                                            \
-    if (!(cond)) {                                                                       \
-      failures++;                                                                        \
-      fprintf(stderr, "fuzz_api: %s:%d: ", __FILE__, __LINE__);                          \
-      fprintf(stderr, __VA_ARGS__);                                                      \
-      fputc('\n', stderr);                                                               \
-      abort(); /* libFuzzer keeps the input that got here */                           \
-    }                                                                                    \
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    checks++;                                                                                      \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      fprintf(stderr, "fuzz_api: %s:%d: ", __FILE__, __LINE__);                                    \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      abort(); /* libFuzzer keeps the input that got here */                                       \
+    }                                                                                              \
   } while (0)
 
 static void run_task(void *ctx) { atomic_fetch_add(&((slot_t *)ctx)->ran, 1); }
@@ -67,7 +67,8 @@ static uint32_t take(input_t *in) {
 
 static const lanepool_qos_t qos_values[] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
-    LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND, (lanepool_qos_t)0, (lanepool_qos_t)0x42};
+    LANEPOOL_QOS_UTILITY,          LANEPOOL_QOS_BACKGROUND,     (lanepool_qos_t)0,
+    (lanepool_qos_t)0x42};
 
 static lanepool_qos_t pick_qos(uint32_t r, int *valid) {
   lanepool_qos_t q = qos_values[r % 7];
@@ -92,11 +93,12 @@ static void op_create(slot_t *s, input_t *in) {
   cfg.ring_capacity = ring_choices[(r >> 3) % 7];
   cfg.hard_capacity = (r >> 6) % 5 == 0 ? 2 : (int)((r >> 6) & 1);
   cfg.name = (r >> 9) % 11 == 0 ? "" : "fz";
-  int valid = cfg.lanes_per_band >= 1 &&
-              (cfg.lanes_per_band <= 64 || cfg.lanes_per_band == LANEPOOL_LANES_PER_CPU) &&
-              (cfg.ring_capacity == 0 || (cfg.ring_capacity >= 2 && cfg.ring_capacity <= (1u << 20) &&
-                                          (cfg.ring_capacity & (cfg.ring_capacity - 1)) == 0)) &&
-              (cfg.hard_capacity == 0 || cfg.hard_capacity == 1) && cfg.name[0] != '\0';
+  int valid =
+      cfg.lanes_per_band >= 1 &&
+      (cfg.lanes_per_band <= 64 || cfg.lanes_per_band == LANEPOOL_LANES_PER_CPU) &&
+      (cfg.ring_capacity == 0 || (cfg.ring_capacity >= 2 && cfg.ring_capacity <= (1u << 20) &&
+                                  (cfg.ring_capacity & (cfg.ring_capacity - 1)) == 0)) &&
+      (cfg.hard_capacity == 0 || cfg.hard_capacity == 1) && cfg.name[0] != '\0';
   lanepool_t *p = NULL;
   int rc = lanepool_create(&cfg, &p);
   EXPECT(valid ? rc == 0 : rc == EINVAL, "create valid=%d rc=%d", valid, rc);
@@ -161,7 +163,8 @@ static void op_submit(slot_t *s, input_t *in) {
   default: { /* a timer, maybe cancelled */
     if (!qvalid) return;
     lanepool_timer_t id = 0;
-    rc = lanepool_async_after(s->pool, q, lanepool_now_ns() + (r >> 16) % 2000000, run_task, s, &id);
+    rc =
+        lanepool_async_after(s->pool, q, lanepool_now_ns() + (r >> 16) % 2000000, run_task, s, &id);
     if (rc == 0 && (r & 1)) {
       void *ctx = NULL;
       int c = lanepool_timer_cancel(s->pool, id, &ctx);
@@ -174,10 +177,14 @@ static void op_submit(slot_t *s, input_t *in) {
     break;
   }
   }
-  if (rc == 0) s->accepted++;
-  else if (rc == ESHUTDOWN) EXPECT(s->shut, "ESHUTDOWN from a running pool");
-  else if (rc == EAGAIN) EXPECT(s->hard, "EAGAIN without hard capacity");
-  else EXPECT(0, "submit rc=%d", rc);
+  if (rc == 0)
+    s->accepted++;
+  else if (rc == ESHUTDOWN)
+    EXPECT(s->shut, "ESHUTDOWN from a running pool");
+  else if (rc == EAGAIN)
+    EXPECT(s->hard, "EAGAIN without hard capacity");
+  else
+    EXPECT(0, "submit rc=%d", rc);
 }
 
 static void op_shutdown(slot_t *s, input_t *in) {
@@ -222,10 +229,18 @@ static void run_input(const uint8_t *data, size_t size) {
       continue;
     }
     switch ((op >> 8) % 10) {
-    case 0: op_shutdown(s, &in); break;
-    case 1: op_destroy(s, &in); break;
-    case 2: op_info(s); break;
-    default: op_submit(s, &in); break;
+    case 0:
+      op_shutdown(s, &in);
+      break;
+    case 1:
+      op_destroy(s, &in);
+      break;
+    case 2:
+      op_info(s);
+      break;
+    default:
+      op_submit(s, &in);
+      break;
     }
   }
   for (int i = 0; i < SLOTS; i++)

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-_Static_assert(LANEPOOL_VERSION == LANEPOOL_VERSION_MAJOR * 10000 +
-                                       LANEPOOL_VERSION_MINOR * 100 + LANEPOOL_VERSION_PATCH,
+_Static_assert(LANEPOOL_VERSION == LANEPOOL_VERSION_MAJOR * 10000 + LANEPOOL_VERSION_MINOR * 100 +
+                                       LANEPOOL_VERSION_PATCH,
                "LANEPOOL_VERSION");
 
 enum { LANE_TASKS = 100, BAND_TASKS = 20 };
@@ -37,13 +37,13 @@ static void at_sync(void *ctx) {
   seen_at_sync = next_in_order;
 }
 
-#define CHECK(expr)                                                             \
-  do {                                                                          \
-    int rc_ = (expr);                                                           \
-    if (rc_ != 0) {                                                             \
-      fprintf(stderr, "install_client (C): %s returned %d\n", #expr, rc_);     \
-      return 1;                                                                 \
-    }                                                                           \
+#define CHECK(expr)                                                                                \
+  do {                                                                                             \
+    int rc_ = (expr);                                                                              \
+    if (rc_ != 0) {                                                                                \
+      fprintf(stderr, "install_client (C): %s returned %d\n", #expr, rc_);                         \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 int main(void) {

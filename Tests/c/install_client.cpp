@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-static_assert(LANEPOOL_VERSION == LANEPOOL_VERSION_MAJOR * 10000 +
-                                      LANEPOOL_VERSION_MINOR * 100 + LANEPOOL_VERSION_PATCH,
+static_assert(LANEPOOL_VERSION == LANEPOOL_VERSION_MAJOR * 10000 + LANEPOOL_VERSION_MINOR * 100 +
+                                      LANEPOOL_VERSION_PATCH,
               "LANEPOOL_VERSION");
 
 namespace {
@@ -22,7 +22,7 @@ constexpr int kLaneTasks = 100;
 constexpr int kBandTasks = 20;
 
 struct LaneState {
-  int next = 0;  // touched only by the one lane's thread, then read after sync
+  int next = 0; // touched only by the one lane's thread, then read after sync
   int out_of_order = 0;
   int seen_at_sync = -1;
 };
@@ -39,7 +39,7 @@ bool ok(int rc, const char *what) {
   return rc == 0;
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   const std::string version = lanepool_version();
@@ -87,12 +87,12 @@ int main() {
   };
   if (!ok(lanepool_lane_sync(lane, at_sync, &state), "lanepool_lane_sync")) return 1;
   for (int i = 0; i < kBandTasks; i++) {
-    if (!ok(lanepool_async(pool, LANEPOOL_QOS_UTILITY, [](void *) { band_ran.fetch_add(1); },
-                           nullptr),
+    if (!ok(lanepool_async(
+                pool, LANEPOOL_QOS_UTILITY, [](void *) { band_ran.fetch_add(1); }, nullptr),
             "lanepool_async"))
       return 1;
   }
-  if (!ok(lanepool_destroy(pool), "lanepool_destroy")) return 1;  // drains
+  if (!ok(lanepool_destroy(pool), "lanepool_destroy")) return 1; // drains
 
   if (state.seen_at_sync != kLaneTasks || state.out_of_order != 0 ||
       band_ran.load() != kBandTasks) {
@@ -103,7 +103,6 @@ int main() {
   }
   std::printf("install_client (C++17): lanepool %s (LANEPOOL_VERSION %d), %d lane tasks in "
               "order before sync, %d band tasks, numa %d\n",
-              version.c_str(), LANEPOOL_VERSION, kLaneTasks, kBandTasks,
-              lanepool_numa_supported());
+              version.c_str(), LANEPOOL_VERSION, kLaneTasks, kBandTasks, lanepool_numa_supported());
   return 0;
 }

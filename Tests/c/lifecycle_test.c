@@ -53,8 +53,7 @@ static void begin(const char *name, unsigned seconds) {
 
 static void sleep_ms(unsigned ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-  }
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
 }
 
 static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring, int hard) {
@@ -82,9 +81,14 @@ static lanepool_lane_t *lane_of(lanepool_t *p, lanepool_qos_t qos, uint32_t i) {
 /* ---- counting tasks ----------------------------------------------------------- */
 
 static atomic_long ran, discarded;
-static void count_task(void *ctx) { (void)ctx; atomic_fetch_add(&ran, 1); }
+static void count_task(void *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&ran, 1);
+}
 static void count_discard(lanepool_fn fn, void *ctx, void *arg) {
-  (void)fn; (void)ctx; (void)arg;
+  (void)fn;
+  (void)ctx;
+  (void)arg;
   atomic_fetch_add(&discarded, 1);
 }
 static void reset_counts(void) {
@@ -117,13 +121,21 @@ static void *producer(void *p) {
       int rc = lanepool_lane_async_many(a->lane, count_task, ctxs, i % 16 + 1, &accepted);
       a->accepted += (long)accepted; /* a prefix, even when rc says why the rest was not */
       if (rc == ESHUTDOWN) break;
-      if (rc != 0 && rc != EAGAIN) { fprintf(stderr, "producer: %s\n", strerror(rc)); break; }
+      if (rc != 0 && rc != EAGAIN) {
+        fprintf(stderr, "producer: %s\n", strerror(rc));
+        break;
+      }
       continue;
     }
     int rc = lanepool_lane_async(a->lane, count_task, NULL);
-    if (rc == 0) a->accepted++;
-    else if (rc == ESHUTDOWN) break;
-    else if (rc != EAGAIN) { fprintf(stderr, "producer: %s\n", strerror(rc)); break; }
+    if (rc == 0)
+      a->accepted++;
+    else if (rc == ESHUTDOWN)
+      break;
+    else if (rc != EAGAIN) {
+      fprintf(stderr, "producer: %s\n", strerror(rc));
+      break;
+    }
   }
   return NULL;
 }
@@ -139,9 +151,14 @@ static void *syncer(void *p) {
   while (!atomic_load(a->go)) sched_yield();
   for (;;) {
     int rc = lanepool_lane_sync(a->lane, count_task, NULL);
-    if (rc == 0) a->ok++;
-    else if (rc == ECANCELED) a->cancelled++;
-    else { a->refused++; break; }
+    if (rc == 0)
+      a->ok++;
+    else if (rc == ECANCELED)
+      a->cancelled++;
+    else {
+      a->refused++;
+      break;
+    }
   }
   return NULL;
 }
@@ -379,7 +396,8 @@ static void test_timer_cancel_ealready_means_queued(void) {
     atomic_store(&order_seen[0], -1);
     atomic_store(&order_seen[1], -1);
     lanepool_timer_t id;
-    if (lanepool_lane_async_after(l, lanepool_now_ns() + 20000, mark_order, (void *)0, &id)) abort();
+    if (lanepool_lane_async_after(l, lanepool_now_ns() + 20000, mark_order, (void *)0, &id))
+      abort();
     int rc;
     while ((rc = lanepool_timer_cancel(p, id, NULL)) == 0) {
       /* cancelled before firing: set it again */
@@ -419,7 +437,9 @@ static void test_drain_runs_pending_timer_on_full_lane(void) {
 static _Atomic(lanepool_t *) logged_pool; /* published after lanepool_create returns */
 static atomic_int log_shutdown_rc, log_destroy_rc, log_calls;
 static void stall_log(lanepool_log_level_t level, const char *msg, void *arg) {
-  (void)level; (void)msg; (void)arg;
+  (void)level;
+  (void)msg;
+  (void)arg;
   lanepool_t *p = atomic_load(&logged_pool);
   if (p && atomic_fetch_add(&log_calls, 1) == 0) {
     atomic_store(&log_shutdown_rc, lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL));
@@ -555,9 +575,12 @@ static void test_fork_child_gets_eownerdead_without_locks(void) {
     if (pid == 0) _exit(child_checks(p) | fork_lane_checks());
     int st = 0;
     waitpid(pid, &st, 0);
-    if (!WIFEXITED(st)) bad++;
-    else if (WEXITSTATUS(st) == 3) hung++;
-    else if (WEXITSTATUS(st) != 0) bad++;
+    if (!WIFEXITED(st))
+      bad++;
+    else if (WEXITSTATUS(st) == 3)
+      hung++;
+    else if (WEXITSTATUS(st) != 0)
+      bad++;
   }
   atomic_store(&h.stop, 1);
   for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
@@ -613,7 +636,10 @@ static void test_fork_in_task_child_does_not_run_the_lane(void) {
  * Case 9: a task that ends its lane's thread.
  * ================================================================================ */
 
-static void exit_thread(void *ctx) { (void)ctx; pthread_exit(NULL); }
+static void exit_thread(void *ctx) {
+  (void)ctx;
+  pthread_exit(NULL);
+}
 
 static void test_task_ending_its_thread_loses_nothing(void) {
   begin("task_ending_its_thread_loses_nothing", 30);
@@ -679,10 +705,10 @@ static void test_idle_sync_runs_inline_as_the_lane(void) {
   wait_parked(l);
   inline_probe q = {.lane = l};
   CHECK_RC(lanepool_lane_sync(l, probe_inline, &q), 0);
-  CHECK(q.tid == gettid_());                /* on the caller's thread */
+  CHECK(q.tid == gettid_());                  /* on the caller's thread */
   CHECK(q.current_rc == 0 && q.current == l); /* ... marked as the lane */
-  CHECK(q.self_sync_rc == EDEADLK);          /* a sync onto itself would wait forever */
-  CHECK(q.shutdown_rc == EDEADLK);           /* so would shutting its pool down */
+  CHECK(q.self_sync_rc == EDEADLK);           /* a sync onto itself would wait forever */
+  CHECK(q.shutdown_rc == EDEADLK);            /* so would shutting its pool down */
   lanepool_lane_t *after = NULL;
   CHECK_RC(lanepool_current_lane(&after), ESRCH); /* restored afterwards */
   CHECK_RC(lanepool_lane_info(l, &info), 0);
@@ -773,7 +799,8 @@ static void bump(void *ctx) {
   long v = plain_counter;
   if ((v & 15) == 0) sched_yield();
   plain_counter = v + 1;
-  if (gettid_() != bump_lane_tid) atomic_fetch_add_explicit(&bumped_inline, 1, memory_order_relaxed);
+  if (gettid_() != bump_lane_tid)
+    atomic_fetch_add_explicit(&bumped_inline, 1, memory_order_relaxed);
 }
 
 typedef struct {
@@ -790,11 +817,14 @@ static void *bumper(void *p) {
   for (long i = 0; i < a->n; i++) {
     int rc = a->sync ? lanepool_lane_sync(a->lane, bump, NULL)
                      : lanepool_lane_async(a->lane, bump, NULL);
-    if (rc == 0) a->ok++;
-    else a->refused++;
+    if (rc == 0)
+      a->ok++;
+    else
+      a->refused++;
     /* Every 256 tasks the producers pause together for 2 ms: the lane empties and
      * parks, so the sync callers also take the inline path while tasks arrive. */
-    if (!a->sync && i % 256 == 255 && pthread_barrier_wait(a->pause) == PTHREAD_BARRIER_SERIAL_THREAD)
+    if (!a->sync && i % 256 == 255 &&
+        pthread_barrier_wait(a->pause) == PTHREAD_BARRIER_SERIAL_THREAD)
       sleep_ms(2);
     if (!a->sync && i % 256 == 255) pthread_barrier_wait(a->pause);
   }
@@ -817,7 +847,8 @@ static int exclusion_round(long per_thread, lanepool_shutdown_mode_t mode) {
   pthread_barrier_t pause;
   pthread_barrier_init(&pause, NULL, PRODUCERS);
   for (int i = 0; i < PRODUCERS + SYNCERS; i++) {
-    a[i] = (bump_arg){.lane = l, .go = &go, .pause = &pause, .n = per_thread, .sync = i >= PRODUCERS};
+    a[i] =
+        (bump_arg){.lane = l, .go = &go, .pause = &pause, .n = per_thread, .sync = i >= PRODUCERS};
     pthread_create(&th[i], NULL, bumper, &a[i]);
   }
   atomic_store(&go, 1);
@@ -835,7 +866,8 @@ static int exclusion_round(long per_thread, lanepool_shutdown_mode_t mode) {
   if (mode == LANEPOOL_SHUTDOWN_DRAIN) rc = lanepool_shutdown(p, mode, NULL, NULL);
   /* every accepted bump ran exactly once, or (cancel) was discarded */
   int good = rc == 0 && plain_counter + atomic_load(&discarded) == ok;
-  if (mode == LANEPOOL_SHUTDOWN_DRAIN) good = good && plain_counter == (PRODUCERS + SYNCERS) * per_thread;
+  if (mode == LANEPOOL_SHUTDOWN_DRAIN)
+    good = good && plain_counter == (PRODUCERS + SYNCERS) * per_thread;
   if (!good)
     fprintf(stderr, "[%s] exclusion (%s): counter %ld + discarded %ld, accepted %ld\n",
             current_test, mode == LANEPOOL_SHUTDOWN_DRAIN ? "drain" : "cancel", plain_counter,
@@ -863,8 +895,10 @@ static uint64_t batch_next[BATCH_PRODUCERS]; /* touched on the lane only */
 static atomic_long batch_bad, batch_ran;
 static void batch_task(void *ctx) {
   uint64_t v = (uint64_t)(uintptr_t)ctx, id = v >> 32, seq = v & 0xffffffffu;
-  if (id >= BATCH_PRODUCERS || seq != batch_next[id]) atomic_fetch_add(&batch_bad, 1);
-  else batch_next[id] = seq + 1;
+  if (id >= BATCH_PRODUCERS || seq != batch_next[id])
+    atomic_fetch_add(&batch_bad, 1);
+  else
+    batch_next[id] = seq + 1;
   atomic_fetch_add(&batch_ran, 1);
 }
 
@@ -880,7 +914,10 @@ static void *batch_producer(void *p) {
   for (uint64_t s = 0; s < BATCH_PER;) {
     if (a->id % 2 == 0) { /* single submits */
       int rc = lanepool_lane_async(a->lane, batch_task, (void *)(uintptr_t)(a->id << 32 | s));
-      if (rc) { a->err = rc; return NULL; }
+      if (rc) {
+        a->err = rc;
+        return NULL;
+      }
       s++;
       continue;
     }
@@ -889,7 +926,10 @@ static void *batch_producer(void *p) {
     for (uint64_t i = 0; i < n; i++) ctxs[i] = (void *)(uintptr_t)(a->id << 32 | (s + i));
     size_t accepted = 0;
     int rc = lanepool_lane_async_many(a->lane, batch_task, ctxs, n, &accepted);
-    if (rc || accepted != n) { a->err = rc ? rc : -1; return NULL; }
+    if (rc || accepted != n) {
+      a->err = rc ? rc : -1;
+      return NULL;
+    }
     s += n;
   }
   return NULL;
@@ -947,7 +987,7 @@ static void test_batch_on_full_hard_capacity_lane_takes_a_prefix(void) {
   atomic_store(&gate, 1);
   for (int i = 0; i < 5000 && atomic_load(&ran) < 8; i++) sleep_ms(1);
   CHECK_RC(lanepool_lane_sync(l, noop, NULL), 0); /* the lane is empty again */
-  CHECK(atomic_load(&ran) == 8); /* exactly the accepted prefix ran */
+  CHECK(atomic_load(&ran) == 8);                  /* exactly the accepted prefix ran */
   /* a cancel hands accepted batch tasks to discard: ran + discarded == accepted */
   atomic_store(&gate, 0);
   hold_lane(l);
@@ -1124,7 +1164,9 @@ static void test_drain_refuses_outsiders_takes_continuations(void) {
   CHECK_RC(lanepool_lane_async(l, count_task, NULL), ESHUTDOWN);
   CHECK_RC(lanepool_lane_sync(l, count_task, NULL), ESHUTDOWN);
   CHECK_RC(lanepool_lane_async_flags(l, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION), 0);
-  CHECK_RC(lanepool_async_flags(p, LANEPOOL_QOS_DEFAULT, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION), 0);
+  CHECK_RC(
+      lanepool_async_flags(p, LANEPOOL_QOS_DEFAULT, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION),
+      0);
   CHECK_RC(lanepool_lane_async_flags(l, count_task, NULL, 2), EINVAL);
   atomic_store(&gate, 1);
   pthread_join(t, NULL);
@@ -1156,7 +1198,8 @@ static void test_cancel_escalates_a_drain(void) {
   /* Continuations get in while the pool drains; once the escalation took over, the
    * driver closes intake and they are refused. Then open the gate. */
   long probes = 0;
-  while (lanepool_lane_async_flags(l, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION) == 0) probes++;
+  while (lanepool_lane_async_flags(l, count_task, NULL, LANEPOOL_SUBMIT_CONTINUATION) == 0)
+    probes++;
   atomic_store(&gate, 1);
   pthread_join(t, NULL);
   pthread_join(e, NULL);
@@ -1194,7 +1237,9 @@ static void test_local_submit_stays_on_its_lane(void) {
   atomic_store(&local_first, NULL);
   atomic_store(&local_moves, 0);
   atomic_store(&local_left, 200);
-  CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL, LANEPOOL_SUBMIT_LOCAL), 0);
+  CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL,
+                                LANEPOOL_SUBMIT_LOCAL),
+           0);
   CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, noop, NULL, 4), EINVAL);
   CHECK_RC(lanepool_shutdown(local_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK(atomic_load(&local_left) == 0);
@@ -1212,12 +1257,15 @@ static void *drain_producer(void *a) {
   producer_arg *pa = a;
   while (!atomic_load(pa->go)) sched_yield();
   for (int i = 0;; i++) {
-    int rc = (i % 7 == 0)
-                 ? lanepool_lane_async_after(pa->lane, lanepool_now_ns() + (uint64_t)(i % 3) * 100000,
-                                             count_task, NULL, NULL)
-                 : lanepool_lane_async(pa->lane, count_task, NULL);
-    if (rc == 0) pa->accepted++;
-    else if (rc == ESHUTDOWN) break;
+    int rc =
+        (i % 7 == 0)
+            ? lanepool_lane_async_after(pa->lane, lanepool_now_ns() + (uint64_t)(i % 3) * 100000,
+                                        count_task, NULL, NULL)
+            : lanepool_lane_async(pa->lane, count_task, NULL);
+    if (rc == 0)
+      pa->accepted++;
+    else if (rc == ESHUTDOWN)
+      break;
   }
   return NULL;
 }
@@ -1231,7 +1279,8 @@ static int drain_round(void) {
   pthread_t th[3];
   producer_arg pa[3];
   for (int i = 0; i < 3; i++) {
-    pa[i] = (producer_arg){.lane = lane_of(fan_pool, LANEPOOL_QOS_DEFAULT, (uint32_t)i % 2), .go = &go};
+    pa[i] =
+        (producer_arg){.lane = lane_of(fan_pool, LANEPOOL_QOS_DEFAULT, (uint32_t)i % 2), .go = &go};
     pthread_create(&th[i], NULL, drain_producer, &pa[i]);
   }
   lanepool_async(fan_pool, LANEPOOL_QOS_UTILITY, fan_out, (void *)6);
@@ -1247,8 +1296,8 @@ static int drain_round(void) {
   int ok = rc == 0 && atomic_load(&ran) == accepted && atomic_load(&fan_ran) == want_fan &&
            atomic_load(&fan_refused) == 0;
   if (!ok)
-    fprintf(stderr, "[%s] drain: accepted %ld ran %ld; fan %ld of %ld, refused %ld\n",
-            current_test, accepted, atomic_load(&ran), atomic_load(&fan_ran), want_fan,
+    fprintf(stderr, "[%s] drain: accepted %ld ran %ld; fan %ld of %ld, refused %ld\n", current_test,
+            accepted, atomic_load(&ran), atomic_load(&fan_ran), want_fan,
             atomic_load(&fan_refused));
   lanepool_destroy(fan_pool);
   return ok;
@@ -1263,7 +1312,8 @@ static int timer_cancel_round(void) {
   void *got;
   for (int i = 0; i < 40; i++) {
     lanepool_timer_t id;
-    if (lanepool_lane_async_after(l, lanepool_now_ns() + (uint64_t)(i % 5) * 50000, count_task, NULL, &id) == 0) {
+    if (lanepool_lane_async_after(l, lanepool_now_ns() + (uint64_t)(i % 5) * 50000, count_task,
+                                  NULL, &id) == 0) {
       accepted++;
       if (i % 4 == 0 && lanepool_timer_cancel(p, id, &got) == 0) accepted--;
     }
@@ -1282,7 +1332,8 @@ static int timer_cancel_round(void) {
 /* Cross-lane syncs under cancel. */
 static atomic_long xsync_discarded;
 static void count_xsync_discard(lanepool_fn fn, void *ctx, void *arg) {
-  (void)ctx; (void)arg;
+  (void)ctx;
+  (void)arg;
   if (fn == sync_onto_other_lane) atomic_fetch_add(&xsync_discarded, 1);
 }
 
@@ -1308,8 +1359,8 @@ static int cross_sync_round(void) {
   for (int i = 0; i < 8; i++) done += atomic_load(&c[i].done);
   ok = ok && done + atomic_load(&xsync_discarded) == 8;
   if (!ok)
-    fprintf(stderr, "[%s] cross sync: rc %d, %ld returned, %ld discarded of 8\n", current_test,
-            rc, done, atomic_load(&xsync_discarded));
+    fprintf(stderr, "[%s] cross sync: rc %d, %ld returned, %ld discarded of 8\n", current_test, rc,
+            done, atomic_load(&xsync_discarded));
   lanepool_destroy(p);
   return ok;
 }
@@ -1359,10 +1410,12 @@ static void run_interleavings(unsigned seeds, unsigned rounds) {
          "drain scan %llu, cancel %llu, close/discard %llu, spill %llu, lend %llu\n",
          seeds, rounds, bad, (unsigned long long)hits[LANEPOOL__AT_CLAIM_PUBLISH],
          (unsigned long long)hits[LANEPOOL__AT_PARK], (unsigned long long)hits[LANEPOOL__AT_WAKE],
-         (unsigned long long)hits[LANEPOOL__AT_TIMER_FIRE], (unsigned long long)hits[LANEPOOL__AT_FORK],
-         (unsigned long long)hits[LANEPOOL__AT_DRAIN_SCAN], (unsigned long long)hits[LANEPOOL__AT_CANCEL],
-         (unsigned long long)hits[LANEPOOL__AT_CLOSE_DISCARD], (unsigned long long)hits[LANEPOOL__AT_SPILL],
-         (unsigned long long)hits[LANEPOOL__AT_LEND]);
+         (unsigned long long)hits[LANEPOOL__AT_TIMER_FIRE],
+         (unsigned long long)hits[LANEPOOL__AT_FORK],
+         (unsigned long long)hits[LANEPOOL__AT_DRAIN_SCAN],
+         (unsigned long long)hits[LANEPOOL__AT_CANCEL],
+         (unsigned long long)hits[LANEPOOL__AT_CLOSE_DISCARD],
+         (unsigned long long)hits[LANEPOOL__AT_SPILL], (unsigned long long)hits[LANEPOOL__AT_LEND]);
 }
 
 int main(int argc, char **argv) {

@@ -147,10 +147,20 @@ static void fixture_tests(void) {
   put("sys/cpu,cpuacct/cpu.cfs_quota_us", "100000\n");
   CHECK(quota() == -1);
   /* Garbage: ENOENT, never a crash or a made-up number. */
-  static const char *const bad_max[] = {
-      "", "\n", "abc", "100000", "100000 ", "100000 abc", "-5 100000", "0 100000",
-      "100000 0", " 100000 100000", "99999999999999999999999 100000", "1e5 100000",
-      "max", "\xff\xfe garbage"};
+  static const char *const bad_max[] = {"",
+                                        "\n",
+                                        "abc",
+                                        "100000",
+                                        "100000 ",
+                                        "100000 abc",
+                                        "-5 100000",
+                                        "0 100000",
+                                        "100000 0",
+                                        " 100000 100000",
+                                        "99999999999999999999999 100000",
+                                        "1e5 100000",
+                                        "max",
+                                        "\xff\xfe garbage"};
   for (size_t i = 0; i < sizeof bad_max / sizeof bad_max[0]; i++) {
     fresh("0::/app\n");
     put("sys/app/cpu.max", bad_max[i]);
@@ -158,8 +168,8 @@ static void fixture_tests(void) {
     if (q != -1) fprintf(stderr, "cpu.max \"%s\": %ld\n", bad_max[i], q);
     CHECK(q == -1);
   }
-  static const char *const bad_proc[] = {"", "garbage", "0:/app", ":::::\n", "0::app\n",
-                                         "0::/../../etc\n", "4:cpu,cpuacct:\n"};
+  static const char *const bad_proc[] = {
+      "", "garbage", "0:/app", ":::::\n", "0::app\n", "0::/../../etc\n", "4:cpu,cpuacct:\n"};
   for (size_t i = 0; i < sizeof bad_proc / sizeof bad_proc[0]; i++) {
     fresh(bad_proc[i]);
     put("sys/etc/cpu.max", "100000 100000\n");
@@ -393,8 +403,10 @@ int main(void) {
   fixture_tests();
   uint32_t q = 0;
   int rc = lanepool_cpu_quota(&q);
-  if (rc == 0) printf("this machine: CPU quota %u\n", q);
-  else printf("this machine: no CPU quota (%s)\n", strerror(rc));
+  if (rc == 0)
+    printf("this machine: CPU quota %u\n", q);
+  else
+    printf("this machine: no CPU quota (%s)\n", strerror(rc));
   CHECK(rc == 0 || rc == ENOENT);
   printf("this machine: default pool lanes per band %u\n", expected_default_lanes());
 

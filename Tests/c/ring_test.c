@@ -29,7 +29,10 @@ static void report(const char *name, const char *why) {
   }
   fflush(stdout);
 }
-#define REQUIRE(cond, why) do { if (!(cond)) return (why); } while (0)
+#define REQUIRE(cond, why)                                                                         \
+  do {                                                                                             \
+    if (!(cond)) return (why);                                                                     \
+  } while (0)
 
 static void task_fn(void *ctx) { (void)ctx; }
 
@@ -182,7 +185,8 @@ static void *mp_produce(void *arg) {
   }
   for (uint64_t s = 0; s < PER_PRODUCER; s++) {
     int rc;
-    while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), false)) == EAGAIN)
+    while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), false)) ==
+           EAGAIN)
       sched_yield();
     if (rc != 0) {
       p->err = "push returned neither 0 nor EAGAIN";

@@ -24,13 +24,14 @@
 #include <unistd.h>
 
 static int passed, failed;
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (cond) passed++;                                                                  \
-    else {                                                                               \
-      failed++;                                                                          \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-    }                                                                                    \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (cond)                                                                                      \
+      passed++;                                                                                    \
+    else {                                                                                         \
+      failed++;                                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                     \
+    }                                                                                              \
   } while (0)
 
 static _Atomic uint32_t done_word;
@@ -99,14 +100,16 @@ static void torture(long iterations) {
     /* A random pause: none, a few spins, past the spin budget, or a yield. */
     seed = seed * 1103515245u + 12345u;
     switch ((seed >> 16) % 4) {
-    case 0: break;
+    case 0:
+      break;
     case 1: {
       uint64_t until = now_ns() + ((seed >> 8) % 80000);
-      while (now_ns() < until) {
-      }
+      while (now_ns() < until) {}
       break;
     }
-    case 2: sched_yield(); break;
+    case 2:
+      sched_yield();
+      break;
     default: {
       struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)((seed >> 4) % 100000)};
       nanosleep(&ts, NULL);
@@ -150,8 +153,10 @@ static void fork_safety(void) {
       bad |= 128;
     lanepool_t *fresh;
     cfg.name = "child";
-    if (lanepool_create(&cfg, &fresh) != 0) bad |= 256;
-    else if (lanepool_destroy(fresh) != 0) bad |= 512;
+    if (lanepool_create(&cfg, &fresh) != 0)
+      bad |= 256;
+    else if (lanepool_destroy(fresh) != 0)
+      bad |= 512;
     _exit(bad);
   }
   int status = 0;

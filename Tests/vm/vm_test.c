@@ -52,7 +52,7 @@
 #endif
 
 #define MAX_NODES 16
-#define PAGE 4096u
+#define PAGE      4096u
 
 static const lanepool_qos_t qos_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
@@ -74,8 +74,10 @@ static int parse_cpulist(const char *s, cpu_set_t *set) {
       s = end;
     }
     for (long c = a; c <= b; c++) CPU_SET((int)c, set);
-    if (*s == ',') s++;
-    else if (*s && *s != '\n' && *s != '/' && *s != ' ') return -1;
+    if (*s == ',')
+      s++;
+    else if (*s && *s != '\n' && *s != '/' && *s != ' ')
+      return -1;
     if (*s == '/' || *s == ' ') break;
   }
   return 0;
@@ -218,8 +220,8 @@ __attribute__((unused)) static int addr_node(const void *addr) {
 
 /* What a task sees on the lane that runs it. */
 typedef struct on_lane {
-  int cpu;        /* sched_getcpu() */
-  int mode;       /* the thread's memory policy */
+  int cpu;  /* sched_getcpu() */
+  int mode; /* the thread's memory policy */
   unsigned long nodemask;
   int fresh_node; /* the node of fresh memory the task touched (pages_node) */
 } on_lane;
@@ -288,7 +290,8 @@ static cpu_set_t allowed_set(void) {
 /* Expected node of each lane index: nodes restricted to `allowed`, empty ones dropped,
  * shares floor(lanes * cpus / total) plus one each for the largest remainders (ties to
  * the lower node), lanes handed out in node order. Returns the node count used. */
-static int expected_plan(const machine *m, const cpu_set_t *allowed, uint32_t lanes, int *node_out) {
+static int expected_plan(const machine *m, const cpu_set_t *allowed, uint32_t lanes,
+                         int *node_out) {
   int ids[MAX_NODES], cpus[MAX_NODES], n = 0, total = 0;
   for (int i = 0; i < m->node_count; i++) {
     cpu_set_t s;
@@ -435,7 +438,9 @@ static void check_cores_pool(const machine *m, uint32_t lanes, int table) {
       on_lane o;
       CHECK_RC(probe(lane, &o), 0);
       CHECK(o.cpu == want);
-      if (o.cpu != want) fprintf(stderr, "  lane %s: pinned %d, affinity count %d, task ran on %d\n", info.thread_name, want, CPU_COUNT(&aff), o.cpu);
+      if (o.cpu != want)
+        fprintf(stderr, "  lane %s: pinned %d, affinity count %d, task ran on %d\n",
+                info.thread_name, want, CPU_COUNT(&aff), o.cpu);
       if (table && b == 0)
         printf("LANE %-15s cpu %d  node %d (sysfs %d)  affinity %d cpu(s), task on cpu %d\n",
                info.thread_name, info.cpu, info.node, node_of(m, want), CPU_COUNT(&aff), o.cpu);
@@ -491,7 +496,8 @@ static void test_topology(const machine *m) {
   char a[256];
   for (int i = 0; i < m->node_count; i++)
     printf("sysfs node%d: cpus %s\n", m->node_id[i], set_str(&m->node_cpus[i], a, sizeof a));
-  printf("online cpus %s; nproc %ld\n", set_str(&m->online, a, sizeof a), sysconf(_SC_NPROCESSORS_ONLN));
+  printf("online cpus %s; nproc %ld\n", set_str(&m->online, a, sizeof a),
+         sysconf(_SC_NPROCESSORS_ONLN));
 #ifdef LANEPOOL_HAVE_NUMA
   CHECK(numa_available() == 0);
   CHECK(lanepool_numa_supported() == 1);
@@ -540,7 +546,7 @@ static void test_cores(const machine *m) {
   cpu_set_t allowed = allowed_set();
   CHECK(CPU_EQUAL(&allowed, &m->online));
   check_allowed_matches(&allowed);
-  check_cores_pool(m, LANEPOOL_LANES_PER_CPU, 1); /* one lane per CPU */
+  check_cores_pool(m, LANEPOOL_LANES_PER_CPU, 1);            /* one lane per CPU */
   check_cores_pool(m, (uint32_t)CPU_COUNT(&allowed) + 3, 0); /* wraps past the last */
   check_floating_pool();
 }
@@ -771,7 +777,8 @@ static void test_nonuma(const machine *m) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2) {
-    fprintf(stderr, "usage: vm_test topology|numa|cores|holes|offline CPU|numa-unavailable|nonuma\n");
+    fprintf(stderr,
+            "usage: vm_test topology|numa|cores|holes|offline CPU|numa-unavailable|nonuma\n");
     return 2;
   }
   const char *test = argv[1];
@@ -781,13 +788,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vm_test: cannot read /sys/devices/system/{cpu,node}\n");
     return 2;
   }
-  if (strcmp(test, "topology") == 0) test_topology(&m);
-  else if (strcmp(test, "numa") == 0) test_numa(&m);
-  else if (strcmp(test, "cores") == 0) test_cores(&m);
-  else if (strcmp(test, "holes") == 0) test_holes(&m);
-  else if (strcmp(test, "offline") == 0 && argc > 2) test_offline(&m, atoi(argv[2]));
-  else if (strcmp(test, "numa-unavailable") == 0) test_numa_unavailable(&m);
-  else if (strcmp(test, "nonuma") == 0) test_nonuma(&m);
+  if (strcmp(test, "topology") == 0)
+    test_topology(&m);
+  else if (strcmp(test, "numa") == 0)
+    test_numa(&m);
+  else if (strcmp(test, "cores") == 0)
+    test_cores(&m);
+  else if (strcmp(test, "holes") == 0)
+    test_holes(&m);
+  else if (strcmp(test, "offline") == 0 && argc > 2)
+    test_offline(&m, atoi(argv[2]));
+  else if (strcmp(test, "numa-unavailable") == 0)
+    test_numa_unavailable(&m);
+  else if (strcmp(test, "nonuma") == 0)
+    test_nonuma(&m);
   else {
     fprintf(stderr, "vm_test: unknown test %s\n", test);
     return 2;

@@ -13,11 +13,14 @@ int main(void) {
   cfg.lanes_per_band = 2;
   lanepool_t *pool;
   int rc = lanepool_create(&cfg, &pool);
-  if (rc) { fprintf(stderr, "create: %s\n", strerror(rc)); return 1; }
+  if (rc) {
+    fprintf(stderr, "create: %s\n", strerror(rc));
+    return 1;
+  }
   static int ids[3] = {1, 2, 3};
   lanepool_lane_t *lane;
-  lanepool_next_lane(pool, LANEPOOL_QOS_USER_INITIATED, &lane);   /* round-robin, like YY */
+  lanepool_next_lane(pool, LANEPOOL_QOS_USER_INITIATED, &lane);         /* round-robin, like YY */
   for (int i = 0; i < 3; i++) lanepool_lane_async(lane, work, &ids[i]); /* FIFO: 1 2 3 */
-  lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, work, &ids[0]);     /* any lane of a band */
-  return lanepool_destroy(pool); /* drains, joins, frees */
+  lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, work, &ids[0]);         /* any lane of a band */
+  return lanepool_destroy(pool);                                        /* drains, joins, frees */
 }

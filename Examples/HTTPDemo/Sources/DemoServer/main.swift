@@ -70,5 +70,7 @@ router.get("interactive") { _, _ -> String in try await offloaded(.userInteracti
 router.get("heavy") { _, _ -> String in try await offloaded(.background, rounds: heavyRounds) }
 let app = Application(
   router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
-print("demo-server: offload \(offload.rawValue), port \(port), interactive \(interactiveRounds) rounds, heavy \(heavyRounds) rounds")
+print(
+  "demo-server: offload \(offload.rawValue), port \(port), interactive \(interactiveRounds) rounds, heavy \(heavyRounds) rounds"
+)
 try await app.runService()
