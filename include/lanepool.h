@@ -195,7 +195,9 @@ typedef enum lanepool_placement {
   LANEPOOL_PLACEMENT_CPU_LIST = 2,
   /** Lanes are spread over NUMA nodes in proportion to each node's allowed CPUs; a
    *  lane is bound to its node's CPUs and its ring and state live in its node's
-   *  memory. Needs libnuma (build with LANEPOOL_HAVE_NUMA) or an injected topology. */
+   *  memory. Needs libnuma at run time (a build with LANEPOOL_HAVE_NUMA where
+   *  numa_available() works), also with an injected topology; lanepool_plan_placement
+   *  plans it from an injected topology without libnuma. */
   LANEPOOL_PLACEMENT_NUMA = 3,
 } lanepool_placement_t;
 
@@ -329,8 +331,8 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
 /**
  * Checks a configuration without creating anything: the same checks, in the same
  * order, that lanepool_create makes before it starts a thread. Returns 0; EINVAL
- * (NULL cfg, or a bad setting); ENOTSUP (NUMA placement without libnuma support and
- * no injected topology). On error, if `field` is not NULL, *field is set to a static
+ * (NULL cfg, or a bad setting); ENOTSUP (NUMA placement without libnuma support, an
+ * injected topology too). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
  * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime", "stack_size",
  * "stall_threshold_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
@@ -345,7 +347,7 @@ LANEPOOL_API int lanepool_config_check(const lanepool_config_t *cfg, const char 
  * lane is running and parked or ready for tasks.
  * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity, a
  * policy out of range, FIFO/RR without allow_realtime, a bad placement or CPU list),
- * ENOTSUP (NUMA placement without libnuma support and no injected topology),
+ * ENOTSUP (NUMA placement without libnuma support, an injected topology too),
  * ENOMEM, or the error of pthread_create (EAGAIN when out of threads); on error no
  * thread is left running and *out is unchanged. Blocks while threads start.
  * Priority settings the kernel refuses do NOT fail creation: each lane falls back
