@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Floods /heavy and measures /interactive, for the LanePool and the GCD offload, on
+# Floods /heavy and measures /interactive, for the LanePool, GCD and executor offloads, on
 # loopback only, bounded in time. Writes out/results.json (and logs) beside this script.
 #   ./run-demo.sh [seconds per measurement, default 15]
 set -euo pipefail
@@ -12,7 +12,7 @@ port=18080
 mkdir -p out
 echo "{" > out/results.json
 first=1
-for offload in gcd lanepool; do
+for offload in gcd lanepool executor; do
   "$bin" --offload "$offload" --port "$port" > "out/server-$offload.log" 2>&1 &
   server=$!
   trap 'kill $server 2>/dev/null || true' EXIT

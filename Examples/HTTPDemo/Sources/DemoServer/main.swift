@@ -1,14 +1,20 @@
-// demo-server --offload lanepool|gcd [--port N]
+// demo-server --offload lanepool|gcd|executor [--port N]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
-// The HTTP side is Hummingbird on SwiftNIO's event loops in both variants; only the
-// offload differs: LanePool bands, or DispatchQueue.global(qos:).
+// The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
+// offload differs: LanePool bands (lane.run), DispatchQueue.global(qos:), or
+// `executor`: LanePool installed as the process's default executor (experimental), the
+// work in a Task whose priority picks the band, and Hummingbird's own handler tasks on
+// lanes too.
 import Dispatch
 import Foundation
 import Hummingbird
 import LanePool
 
-enum Offload: String, Sendable { case lanepool, gcd }
+// Before anything touches Swift concurrency (see LanePool.installAsDefaultExecutor).
+if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExecutor() }
+
+enum Offload: String, Sendable { case lanepool, gcd, executor }
 
 enum Options {
   static let parsed: (offload: Offload, port: Int) = {
@@ -20,7 +26,7 @@ enum Options {
       case "--offload": offload = Offload(rawValue: args.next() ?? "") ?? .lanepool
       case "--port": port = Int(args.next() ?? "") ?? port
       default:
-        print("usage: demo-server --offload lanepool|gcd [--port N]")
+        print("usage: demo-server --offload lanepool|gcd|executor [--port N]")
         exit(2)
       }
     }
@@ -61,6 +67,10 @@ func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
   switch Options.parsed.offload {
   case .lanepool: h = try await LanePool.default.run(qos: qos) { work(rounds: rounds) }
   case .gcd: h = await onGCD(qos == .userInteractive ? .userInteractive : .background) { work(rounds: rounds) }
+  case .executor:
+    // 33: userInteractive (TaskPriority has no name for it on Linux)
+    let priority = qos == .userInteractive ? TaskPriority(rawValue: 33) : .background
+    h = await Task(priority: priority) { work(rounds: rounds) }.value
   }
   return String(h, radix: 16)
 }
