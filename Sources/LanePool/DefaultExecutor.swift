@@ -1,6 +1,6 @@
 internal import CLanePool
 import Dispatch
-@_spi(ExperimentalCustomExecutors) import _Concurrency
+@_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
 
 // MARK: - LanePool as the process's default executor (experimental)
 
@@ -113,6 +113,41 @@ final class DefaultLaneExecutor: TaskExecutor, @unchecked Sendable {
       // full on both picks. Run it on Dispatch's global queue rather than drop it.
       DispatchQueue.global().async { unownedJob.runSynchronously(on: genericExecutor) }
     }
+  }
+}
+
+/// Delayed jobs: the runtime sends `Task.sleep`, and every other job it wants run after a
+/// delay, to the default executor's scheduling side (and stops the program if it has
+/// none). They go through the pool's timer thread, to the band of their priority, never
+/// early. Clocks whose durations are not `Duration` go to the platform's executor.
+extension DefaultLaneExecutor: SchedulingExecutor {
+  func enqueue<C: Clock>(
+    _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
+  ) {
+    guard let d = delay as? Duration else {
+      Self.platformScheduling(job, after: delay, tolerance: tolerance, clock: clock)
+      return
+    }
+    let qos = QoS(jobPriority: job.priority.rawValue)
+    let unownedJob = UnownedJob(job)
+    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    let deadline = lanepool_now_ns().addingReportingOverflow(d.nanosecondsForTimeout)
+    let rc = lanepool_async_after(
+      pool.core.raw, qos.c, deadline.overflow ? UInt64.max : deadline.partialValue,
+      genericJobTrampoline, ctx, nil)
+    if rc != 0 {
+      // Out of memory, or no timer thread to be had: let the platform's executor wait.
+      Self.platformScheduling(ExecutorJob(unownedJob), after: delay, tolerance: tolerance, clock: clock)
+    }
+  }
+
+  private static func platformScheduling<C: Clock>(
+    _ job: consuming ExecutorJob, after delay: C.Duration, tolerance: C.Duration?, clock: C
+  ) {
+    guard let platform = PlatformExecutorFactory.defaultExecutor as? any SchedulingExecutor else {
+      misuse("LanePool's default executor got a delayed job it cannot schedule (clock \(C.self))")
+    }
+    platform.enqueue(job, after: delay, tolerance: tolerance, clock: clock)
   }
 }
 

@@ -58,6 +58,18 @@ struct DefaultExecutorTests {
       }
       done.wait()
       #expect(names.count == 2 && names.allSatisfy { $0 != nil })
+      // Task.sleep: the runtime hands the delayed job to the default executor's
+      // scheduling side; it resumes on a lane of the task's band, never early.
+      nonisolated(unsafe) var slept: (ns: UInt64, band: QoS?) = (0, nil)
+      Task.detached(priority: .background) {
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        try? await Task.sleep(for: .milliseconds(30))
+        slept = (DispatchTime.now().uptimeNanoseconds - t0, Lane.current?.qos)
+        done.signal()
+      }
+      done.wait()
+      #expect(slept.ns >= 30_000_000)
+      #expect(slept.band == .background)
       // A second install is refused.
       #expect(throws: LanePoolError.self) { try LanePool.installAsDefaultExecutor() }
     }
