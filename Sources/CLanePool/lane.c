@@ -120,6 +120,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->tid, 0);
   atomic_init(&lane->running, 0);
   atomic_init(&lane->sleeping, 0);
+  atomic_init(&lane->lent_in, 0);
+  atomic_init(&lane->lent_out, 0);
   atomic_init(&lane->spill_count, 0);
   atomic_init(&lane->spill_in, 0);
   atomic_init(&lane->overflowed, 0);
@@ -290,12 +292,14 @@ uint64_t lanepool__lane_depth(const lanepool_lane_t *lane) {
 /* Tasks ever accepted: ring claims plus overflow appends. Monotonic. */
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane) {
   return lanepool__ring_tail(&lane->ring, memory_order_seq_cst) +
-         atomic_load_explicit(&lane->spill_in, memory_order_acquire);
+         atomic_load_explicit(&lane->spill_in, memory_order_acquire) +
+         atomic_load_explicit(&lane->lent_in, memory_order_seq_cst);
 }
 
 /* Tasks finished. Monotonic; acquire: a task's own submits happen before. */
 uint64_t lanepool__lane_finished(lanepool_lane_t *lane) {
-  return atomic_load_explicit(&lane->executed, memory_order_acquire);
+  return atomic_load_explicit(&lane->executed, memory_order_acquire) +
+         atomic_load_explicit(&lane->lent_out, memory_order_acquire);
 }
 
 /* Sets the intake of the overflow list and of the ring (OWN_ONLY or CLOSED). */
@@ -696,6 +700,15 @@ static void lane_give_back(lanepool_lane_t *lane) {
     wake_if_parked(lane);
 }
 
+/* Ends a lent run: counted as finished (release: what the closure did, its submits
+ * included, happens before a drain scan that sees the count), the lane given back,
+ * and a draining pool's driver told. */
+static void lane_finish_lent(lanepool_lane_t *lane) {
+  atomic_fetch_add_explicit(&lane->lent_out, 1, memory_order_release);
+  lane_give_back(lane);
+  lanepool__drain_idle(lane->pool);
+}
+
 /* true if the caller now holds the lane's right to run: the lane was parked, nothing
  * is queued, the ring is open and the pool running. */
 static bool lane_borrow(lanepool_lane_t *lane) {
@@ -705,12 +718,16 @@ static bool lane_borrow(lanepool_lane_t *lane) {
                                                memory_order_seq_cst, memory_order_relaxed))
     return false;
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* Counted as accepted before the state check (both seq_cst): a drain whose state
+   * change this check does not see has not scanned yet, and its scan counts this run,
+   * so the drain waits for it (and for what its closure submits) like for a task. */
+  atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
   if (!has_work(lane, memory_order_seq_cst) && !lanepool__ring_closed(&lane->ring) &&
-      atomic_load_explicit(&lane->pool->state, memory_order_acquire) == LANEPOOL__RUNNING)
+      atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
     return true;
-  lane_give_back(lane); /* queued work runs first (FIFO), or intake is closing */
+  lane_finish_lent(lane); /* queued work runs first (FIFO), or the pool is stopping */
   return false;
 }
 
@@ -725,7 +742,7 @@ static void inline_unwound(void *arg) {
   lanepool__inline_frame *f = arg;
   lanepool__current = f->saved_lane;
   lanepool__pool_thread = f->saved_pool;
-  lane_give_back(f->lane);
+  lane_finish_lent(f->lane);
 }
 
 static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
@@ -740,7 +757,7 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   pthread_cleanup_pop(0);
   lanepool__current = f.saved_lane;
   lanepool__pool_thread = f.saved_pool;
-  lane_give_back(lane);
+  lane_finish_lent(lane);
 }
 
 int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {

@@ -787,6 +787,61 @@ static void test_inline_closure_ending_its_thread_gives_the_lane_back(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* A drain that starts while an inline sync runs waits for it like for a running task:
+ * what its closure then submits to the pool (own work, the drain's tail) is accepted
+ * and runs before the drain ends. */
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int started;
+  int rc;
+} fan_inline;
+static void fan_out_inline(void *ctx) {
+  fan_inline *f = ctx;
+  atomic_store(&f->started, 1);
+  while (!atomic_load(&gate)) sleep_ms(1);
+  f->rc = lanepool_lane_async(f->lane, count_task, NULL);
+}
+typedef struct {
+  lanepool_t *pool;
+  int rc;
+} drain_arg;
+static void *drain_thread(void *a) {
+  drain_arg *d = a;
+  d->rc = lanepool_shutdown(d->pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+  return NULL;
+}
+static void *sync_fan(void *a) {
+  fan_inline *f = a;
+  lanepool_lane_sync(f->lane, fan_out_inline, f);
+  return NULL;
+}
+
+static void test_drain_waits_for_an_inline_sync_and_its_fan_out(void) {
+  begin("drain_waits_for_an_inline_sync_and_its_fan_out", 30);
+  reset_counts();
+  atomic_store(&gate, 0);
+  lanepool_t *p = make_pool("inldr", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  wait_parked(l);
+  fan_inline f = {.lane = l, .rc = -1};
+  atomic_init(&f.started, 0);
+  pthread_t syncer_th, drainer;
+  pthread_create(&syncer_th, NULL, sync_fan, &f);
+  while (!atomic_load(&f.started)) sleep_ms(1);
+  CHECK(atomic_load(&l->sleeping) == 2); /* lent: the closure runs inline */
+  drain_arg d = {.pool = p, .rc = -1};
+  pthread_create(&drainer, NULL, drain_thread, &d);
+  wait_shut_down(p); /* DRAINING */
+  sleep_ms(20);      /* time for the driver's scans: it must not end the drain */
+  atomic_store(&gate, 1);
+  pthread_join(syncer_th, NULL);
+  pthread_join(drainer, NULL);
+  CHECK(d.rc == 0);
+  CHECK(f.rc == 0);              /* the closure's own submit was accepted ... */
+  CHECK(atomic_load(&ran) == 1); /* ... and ran before the drain ended */
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
 /* Mutual exclusion: 8 producers and 3 sync callers add to one plain counter, the sync
  * callers mostly inline (the lane often idles between bursts). The counter ends exact;
  * under ThreadSanitizer a missing happens-before edge is a report. */
@@ -1453,6 +1508,7 @@ int main(int argc, char **argv) {
       T(test_sync_keeps_fifo_and_wakes_for_work_queued_meanwhile),
       T(test_inline_closure_ending_its_thread_gives_the_lane_back),
       T(test_inline_sync_is_mutually_exclusive_with_the_lane),
+      T(test_drain_waits_for_an_inline_sync_and_its_fan_out),
       T(test_batch_submit_is_fifo_and_exactly_once),
       T(test_batch_on_full_hard_capacity_lane_takes_a_prefix),
 #undef T
