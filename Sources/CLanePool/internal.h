@@ -121,6 +121,11 @@ struct lanepool_lane {
    * and as finished once its closure returned. [atomic: seq_cst increment of lent_in;
    * release increment of lent_out; the scan's seq_cst / acquire loads] */
   _Atomic uint64_t lent_in, lent_out;
+  /* Sync callers between a successful borrow and their last access to this lane and its
+   * pool (after giving it back, the lane may exit and be joined at once). The joiner
+   * waits for 0 before it returns, so destroy never frees under a borrower.
+   * [atomic: relaxed increment while LENT; release decrement; acquire by the joiner] */
+  _Atomic uint32_t borrowers;
 
   /* ---- stall detector state: [the timer thread only], `stalled*` atomic for info ---- */
   uint64_t watch_started;         /* started_tasks at the last check */

@@ -122,6 +122,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->sleeping, 0);
   atomic_init(&lane->lent_in, 0);
   atomic_init(&lane->lent_out, 0);
+  atomic_init(&lane->borrowers, 0);
   atomic_init(&lane->spill_count, 0);
   atomic_init(&lane->spill_in, 0);
   atomic_init(&lane->overflowed, 0);
@@ -571,8 +572,11 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
     pthread_mutex_lock(&lane->thread_lock);
     bool same = pthread_equal(t, lane->thread);
     pthread_mutex_unlock(&lane->thread_lock);
-    if (same) return;
+    if (same) break;
   }
+  /* A sync caller that gave the lane back may still be on its way out of the library
+   * (its give-back woke the lane, which then exited): wait for its last access. */
+  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) sched_yield();
 }
 
 /* After the lane thread was joined: hands every queued task, FIFO, to discard. A cell
@@ -704,9 +708,14 @@ static void lane_give_back(lanepool_lane_t *lane) {
  * included, happens before a drain scan that sees the count), the lane given back,
  * and a draining pool's driver told. */
 static void lane_finish_lent(lanepool_lane_t *lane) {
-  atomic_fetch_add_explicit(&lane->lent_out, 1, memory_order_release);
+  lanepool_t *pool = lane->pool;
   lane_give_back(lane);
-  lanepool__drain_idle(lane->pool);
+  LANEPOOL_INJECT(LANEPOOL__AT_LEND); /* given back: the lane may exit and be joined now */
+  atomic_fetch_add_explicit(&lane->lent_out, 1, memory_order_release);
+  lanepool__drain_idle(pool);
+  /* release, and the last access: once given back the lane may be woken, exit and be
+   * joined; lanepool__lane_join waits for this before anything can be freed. */
+  atomic_fetch_sub_explicit(&lane->borrowers, 1, memory_order_release);
 }
 
 /* true if the caller now holds the lane's right to run: the lane was parked, nothing
@@ -717,6 +726,8 @@ static bool lane_borrow(lanepool_lane_t *lane) {
       !atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_LENT,
                                                memory_order_seq_cst, memory_order_relaxed))
     return false;
+  /* While LENT the lane cannot exit, so it cannot be joined before this is counted. */
+  atomic_fetch_add_explicit(&lane->borrowers, 1, memory_order_relaxed);
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
   /* Counted as accepted before the state check (both seq_cst): a drain whose state
    * change this check does not see has not scanned yet, and its scan counts this run,
@@ -768,7 +779,11 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
   if (!lane || !fn || (flags & ~LANEPOOL_SYNC_QUEUED)) return EINVAL;
   if (lanepool__current == lane) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  if (!(flags & LANEPOOL_SYNC_QUEUED) && lane_borrow(lane)) {
+  /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
+   * the closure on this lane's thread instead, so that shutting that other pool down
+   * from inside the closure is still EDEADLK. */
+  bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign && lane_borrow(lane)) {
     run_inline(lane, fn, ctx);
     return 0;
   }

@@ -842,6 +842,76 @@ static void test_drain_waits_for_an_inline_sync_and_its_fan_out(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* The closure of an inline sync tells another thread it is done, and that thread
+ * destroys the pool at once, while the sync caller is still giving the lane back (the
+ * window is forced: the injection point after the give-back sleeps in about 1 call of
+ * 16). The destroy must wait for the caller's last access: under ASan a use after free
+ * fails this test (300 rounds: a core without the wait failed it under ASan). */
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int done;
+} lent_then_destroyed;
+static void mark_done(void *ctx) { atomic_store(&((lent_then_destroyed *)ctx)->done, 1); }
+static void *sync_mark_done(void *a) {
+  lent_then_destroyed *x = a;
+  lanepool_lane_sync(x->lane, mark_done, x);
+  return NULL;
+}
+
+static void test_destroy_right_after_an_inline_sync_frees_nothing_in_use(void) {
+  begin("destroy_right_after_an_inline_sync_frees_nothing_in_use", 60);
+  lanepool__inject_configure(11, 2000);
+  for (int round = 0; round < 300; round++) {
+    lanepool_t *p = make_pool("inluaf", 1, 16, 0);
+    lent_then_destroyed x = {.lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0)};
+    atomic_init(&x.done, 0);
+    wait_parked(x.lane);
+    pthread_t th;
+    pthread_create(&th, NULL, sync_mark_done, &x);
+    while (!atomic_load(&x.done)) sched_yield();
+    CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), 0);
+    CHECK_RC(lanepool_destroy(p), 0);
+    pthread_join(th, NULL);
+  }
+  lanepool__inject_configure(0, 0);
+}
+
+/* A lane of another pool keeps its identity: its sync onto this lane runs on this
+ * lane's thread, not inline (inside, shutting its own pool down must stay EDEADLK). */
+typedef struct {
+  lanepool_lane_t *target;
+  pid_t ran_on;
+  lanepool_lane_t *current;
+  int rc;
+} foreign_sync;
+static void note_thread(void *ctx) {
+  foreign_sync *f = ctx;
+  f->ran_on = gettid_();
+  lanepool_current_lane(&f->current);
+}
+static void sync_from_other_pool(void *ctx) {
+  foreign_sync *f = ctx;
+  f->rc = lanepool_lane_sync(f->target, note_thread, f);
+}
+
+static void test_a_lane_of_another_pool_syncs_on_the_lane_thread(void) {
+  begin("a_lane_of_another_pool_syncs_on_the_lane_thread", 30);
+  lanepool_t *a = make_pool("fsa", 1, 16, 0);
+  lanepool_t *b = make_pool("fsb", 1, 16, 0);
+  lanepool_lane_t *la = lane_of(a, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_t *lb = lane_of(b, LANEPOOL_QOS_DEFAULT, 0);
+  lanepool_lane_info_t ia;
+  CHECK_RC(lanepool_lane_info(la, &ia), 0);
+  wait_parked(la);
+  foreign_sync f = {.target = la, .rc = -1};
+  CHECK_RC(lanepool_lane_sync_flags(lb, sync_from_other_pool, &f, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(f.rc == 0);
+  CHECK(f.ran_on == ia.tid); /* on A's lane thread, not inline on B's */
+  CHECK(f.current == la);
+  CHECK_RC(lanepool_destroy(b), 0);
+  CHECK_RC(lanepool_destroy(a), 0);
+}
+
 /* Mutual exclusion: 8 producers and 3 sync callers add to one plain counter, the sync
  * callers mostly inline (the lane often idles between bursts). The counter ends exact;
  * under ThreadSanitizer a missing happens-before edge is a report. */
@@ -1509,6 +1579,8 @@ int main(int argc, char **argv) {
       T(test_inline_closure_ending_its_thread_gives_the_lane_back),
       T(test_inline_sync_is_mutually_exclusive_with_the_lane),
       T(test_drain_waits_for_an_inline_sync_and_its_fan_out),
+      T(test_destroy_right_after_an_inline_sync_frees_nothing_in_use),
+      T(test_a_lane_of_another_pool_syncs_on_the_lane_thread),
       T(test_batch_submit_is_fifo_and_exactly_once),
       T(test_batch_on_full_hard_capacity_lane_takes_a_prefix),
 #undef T
