@@ -691,6 +691,14 @@ static void sync_discard(void *arg) {
 
 /* Gives a LENT lane back: PARKED again, then the parking lane's own check (see the
  * header comment): if work arrived or the ring was closed meanwhile, wake the lane. */
+/* For a lent lane: nothing queued (ring claims up to `head`, empty overflow list) and
+ * the ring not closed. One seq_cst load of tail answers both of its parts. */
+static inline bool lent_lane_idle(lanepool_lane_t *lane, uint64_t head) {
+  uint64_t t = atomic_load_explicit(&lane->ring.tail, memory_order_seq_cst);
+  return (t & ~LANEPOOL__TAIL_FLAGS) == head && !(t & LANEPOOL__CLOSED) &&
+         atomic_load_explicit(&lane->spill_count, memory_order_seq_cst) == 0;
+}
+
 static void lane_give_back(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
   /* `head` is read while the lane is still lent: once PARKED is stored a producer may
@@ -698,10 +706,7 @@ static void lane_give_back(lanepool_lane_t *lane) {
   uint64_t head = lane->ring.head;
   /* seq_cst (a release too): the closure's effects happen before the lane's next task. */
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
-  if (lanepool__ring_tail(&lane->ring, memory_order_seq_cst) != head ||
-      atomic_load_explicit(&lane->spill_count, memory_order_seq_cst) != 0 ||
-      lanepool__ring_closed(&lane->ring))
-    wake_if_parked(lane);
+  if (!lent_lane_idle(lane, head)) wake_if_parked(lane);
 }
 
 /* Ends a lent run: counted as finished (release: what the closure did, its submits
@@ -735,7 +740,7 @@ static bool lane_borrow(lanepool_lane_t *lane) {
   atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
-  if (!has_work(lane, memory_order_seq_cst) && !lanepool__ring_closed(&lane->ring) &&
+  if (lent_lane_idle(lane, lane->ring.head) &&
       atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
     return true;
   lane_finish_lent(lane); /* queued work runs first (FIFO), or the pool is stopping */
