@@ -46,17 +46,16 @@ extension LanePool {
 }
 
 /// The one-time installation: guarded by a lock, so two callers cannot both install.
-private final class DefaultExecutorInstall: @unchecked Sendable {
-  // @unchecked: `state` is guarded by `lock`.
+/// Installed means the factory has its executor (set only here, once).
+private final class DefaultExecutorInstall: Sendable {
   static let shared = DefaultExecutorInstall()
   private let lock = PthreadLock()  // pthreads, not Mutex: ThreadSanitizer sees it
-  private var state = 0  // 0 not installed, 1 installed
 
-  var installed: Bool { lock.withLock { state == 1 } }
+  var installed: Bool { LanePoolExecutorFactory.executor != nil }
 
   func install(_ configuration: LanePool.Configuration?) throws(LanePoolError) {
     let outcome: Result<Void, LanePoolError> = lock.withLock {
-      if state == 1 {
+      if installed {
         return .failure(
           LanePoolError(code: .notPermitted, errno: Errno.EALREADY, message: "LanePool is already the default executor")
         )
@@ -69,7 +68,6 @@ private final class DefaultExecutorInstall: @unchecked Sendable {
         return .failure(error)
       }
       _createExecutors(factory: LanePoolExecutorFactory.self)
-      state = 1
       return .success(())
     }
     try outcome.get()
@@ -154,7 +152,10 @@ extension DefaultLaneExecutor: SchedulingExecutor {
 /// The generic executor (no isolation), the executor the runtime's global executor
 /// runs jobs on: an executor reference of all zeroes.
 let genericExecutor: UnownedSerialExecutor = {
-  precondition(MemoryLayout<UnownedSerialExecutor>.size == 2 * MemoryLayout<UInt>.size)
+  if MemoryLayout<UnownedSerialExecutor>.size != 2 * MemoryLayout<UInt>.size {
+    misuse(
+      "this toolchain's UnownedSerialExecutor is not two words: the default executor cannot name the generic executor")
+  }
   return unsafeBitCast((UInt(0), UInt(0)), to: UnownedSerialExecutor.self)
 }()
 

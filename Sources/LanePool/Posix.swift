@@ -17,7 +17,7 @@ final class PthreadLock: @unchecked Sendable {
     mutex = .allocate(capacity: 1)
     mutex.initialize(to: pthread_mutex_t())
     let rc = pthread_mutex_init(mutex, nil)
-    precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
+    if rc != 0 { misuse("pthread_mutex_init failed: \(errnoText(rc))") }
   }
 
   deinit {
@@ -51,7 +51,7 @@ final class PthreadCondition: @unchecked Sendable {
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
     let rc = pthread_cond_init(cond, &attr)
     pthread_condattr_destroy(&attr)
-    precondition(rc == 0, "pthread_cond_init failed: \(rc)")
+    if rc != 0 { misuse("pthread_cond_init failed: \(errnoText(rc))") }
   }
 
   deinit {

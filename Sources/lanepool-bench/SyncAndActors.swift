@@ -73,12 +73,12 @@ func runW8(calls: Int, rounds: Int) -> [String: W8Result] {
       let t0 = now()
       r.calls(n, c)
       idle.append(Double(now() - t0) / Double(n))
-      precondition(c.n == n, "W8: \(r.name) lost calls")
+      if c.n != n { fatalError("W8: \(r.name) lost calls") }
       // Contended: two threads sync onto the same lane / queue at once.
       let c2 = PlainCounter()
       let ns = timeThreads(2) { _ in r.calls(n / 2, c2) }
       contended.append(Double(ns) / Double(n / 2 * 2))
-      precondition(c2.n == n / 2 * 2, "W8: \(r.name) lost calls under contention (not exclusive)")
+      if c2.n != n / 2 * 2 { fatalError("W8: \(r.name) lost calls under contention (not exclusive)") }
     }
     out[r.name] = W8Result(idleNsPerCall: median(idle), contendedNsPerCall: median(contended))
   }
