@@ -292,7 +292,10 @@ typedef struct lanepool_config {
   uint32_t max_spinning_lanes;
   /** 0 (default): each lane adapts its spin budget between 0 and spin_ns: a spin that
    *  times out halves it (that CPU was wasted, and the kernel charges it to the lane),
-   *  a park that ended sooner than spin_ns doubles it. 1: always spin spin_ns. */
+   *  a park that ended sooner than spin_ns grows it to twice that park (at least
+   *  doubling it). 1: always spin spin_ns. A spinning lane is handed out first by
+   *  lanepool_next_lane and lanepool_async, and parks as soon as it finds it was
+   *  preempted (LANEPOOL_SPIN_PREEMPTED_NS). */
   int fixed_spin;
   /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
    *  LanePool's default table. */
@@ -315,7 +318,24 @@ typedef struct lanepool_config {
    *  the pool's life). Checked by the timer thread every threshold/2, so a stall is
    *  seen between 1x and 1.5x the threshold after its task started. 0 (default): off. */
   uint64_t stall_threshold_ns;
+  /** The low-latency setting of the userInteractive band. 0 (default): off, that band
+   *  spins like the others (spin_ns, fixed_spin, max_spinning_lanes). Otherwise, in
+   *  nanoseconds, at most LANEPOOL_MAX_INTERACTIVE_SPIN_NS: one userInteractive lane at
+   *  a time stays awake this long after its last task, watching for work, with a budget
+   *  that never adapts down and a spinner slot of its own (not counted against
+   *  max_spinning_lanes). lanepool_next_lane and lanepool_async hand that lane out
+   *  first, so interactive work that comes at least once per this period starts
+   *  without a wake. Cost: while it spins, one CPU, at the band's priority; none once
+   *  the band has been idle this long. A spinner that finds it lost its CPU (a gap of
+   *  LANEPOOL_SPIN_PREEMPTED_NS between two polls) parks at once, in every band, so
+   *  spinning never queues work behind a thread that is not running. */
+  uint32_t interactive_spin_ns;
 } lanepool_config_t;
+
+/** The largest interactive_spin_ns: 100 ms. */
+#define LANEPOOL_MAX_INTERACTIVE_SPIN_NS 100000000u
+/** A spinning lane whose two polls are this far apart was preempted: it parks. */
+#define LANEPOOL_SPIN_PREEMPTED_NS       50000u
 
 /** Fills the first `struct_size` bytes of `cfg` with defaults and sets
  *  cfg->struct_size. Returns EINVAL (NULL cfg, or a struct_size this library does not
@@ -335,7 +355,7 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
  * injected topology too). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
  * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime", "stack_size",
- * "stall_threshold_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
+ * "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
  * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
  * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
@@ -442,8 +462,11 @@ LANEPOOL_API int lanepool_destroy(lanepool_t *pool);
 /** Band index 0...4 of a QoS (userInteractive 0 ... background 4), or -1 if unknown. */
 LANEPOOL_API int lanepool_band_index(lanepool_qos_t qos);
 
-/** The next lane of the band, round-robin (YYDispatchQueueGetForQOS). Returns 0 or
- *  EINVAL (NULL pool/out, unknown qos). Lock-free; one atomic add. */
+/** The next lane of the band (YYDispatchQueueGetForQOS): round-robin, except that a
+ *  lane spinning idle (awake, its queue empty, watching for work) goes first, to one
+ *  caller: work sent there starts without waking a parked thread; the rotation then
+ *  goes on after that lane. Returns 0 or EINVAL (NULL pool/out, unknown qos).
+ *  Lock-free: a load and an atomic add (two CASes when a spinning lane is taken). */
 LANEPOOL_API int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
 
 /** Lane `index` (0-based) of the band. EINVAL for a bad argument or index. */
@@ -511,7 +534,8 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
                                           uint64_t timeout_ns);
 
 /**
- * Band-level submit for unordered work: picks the less loaded of two lanes of the
+ * Band-level submit for unordered work: picks a lane of the band spinning idle if
+ * there is one (see lanepool_next_lane), else the less loaded of two lanes of the
  * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
  * plus EINVAL for a NULL pool or unknown qos.
  */

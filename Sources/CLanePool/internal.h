@@ -80,6 +80,7 @@ struct lanepool_lane {
   uint32_t index;   /* within the band */
   uint32_t spin_ns; /* the band's maximum spin budget */
   int fixed_spin;
+  int low_latency; /* the interactive band with interactive_spin_ns set */
   int hard_capacity;
   size_t stack_size;
   char name[16];
@@ -198,9 +199,19 @@ struct lanepool {
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
   uint32_t max_spinners; /* [once] */
+  /* The low-latency interactive band's own spinner slot: 1 while one of its lanes
+   * spins. [atomic: relaxed; the exchange that takes it is the only test] */
+  _Atomic uint32_t interactive_spinner;
 
   /* round-robin counters, one cache line each. [atomic: relaxed] */
   lanepool__counter rr[LANEPOOL_BAND_COUNT];
+  /* Per band, a lane spinning idle, as its index + 1 (0: none). The pickers
+   * (lanepool_next_lane, lanepool__pick) hand it to one caller, who claims it with a
+   * CAS to 0: work then goes to a lane that is awake and watching its ring instead of
+   * waking a parked one. Published by the spinning lane, withdrawn by it (CAS of its
+   * own value to 0) when it stops. [atomic: relaxed; a hint: any lane is a correct
+   * pick, a stale one only costs the wake the hint meant to save] */
+  lanepool__counter warm[LANEPOOL_BAND_COUNT];
 
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;

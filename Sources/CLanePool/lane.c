@@ -102,9 +102,10 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->pool = pool;
   lane->band = band;
   lane->index = index;
-  lane->spin_ns = cfg->spin_ns[band];
-  lane->spin_now = cfg->spin_ns[band];
-  lane->fixed_spin = cfg->fixed_spin;
+  lane->low_latency = band == 0 && cfg->interactive_spin_ns != 0;
+  lane->spin_ns = lane->low_latency ? cfg->interactive_spin_ns : cfg->spin_ns[band];
+  lane->spin_now = lane->spin_ns;
+  lane->fixed_spin = lane->low_latency || cfg->fixed_spin;
   lane->hard_capacity = cfg->hard_capacity;
   lane->stack_size = cfg->stack_size;
   lane->cpu = where.cpu;
@@ -325,14 +326,27 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
   if (budget == 0) return false;
   /* Take a spinner slot, or park at once: spinning lanes must leave cores to the
-   * producers (a soft cap: a relaxed counter, no ordering needed). */
+   * producers (a soft cap: a relaxed counter, no ordering needed). The low-latency
+   * interactive band has one slot of its own. */
   _Atomic uint32_t *spinners = &lane->pool->spinners;
-  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= lane->pool->max_spinners) {
+  if (lane->low_latency) {
+    spinners = &lane->pool->interactive_spinner;
+    if (atomic_exchange_explicit(spinners, 1, memory_order_relaxed) != 0) return false;
+  } else if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >=
+             lane->pool->max_spinners) {
     atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
     return false;
   }
+  /* Offer this lane to the pickers while it spins (pool->warm: a hint, relaxed): a
+   * picker that claims it sends its work here instead of waking a parked sibling. The
+   * offer is renewed after a claim whose work never came (a queue(for:) that was not
+   * used), and withdrawn at the end unless a picker holds it. */
+  _Atomic uint32_t *warm = &lane->pool->warm[lane->band].value;
+  const uint32_t me = lane->index + 1;
+  atomic_store_explicit(warm, me, memory_order_relaxed);
   bool found = false;
-  uint64_t deadline = lanepool__now_ns() + budget;
+  uint64_t last = lanepool__now_ns();
+  uint64_t deadline = last + budget;
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
@@ -342,21 +356,40 @@ static bool spin_for_work(lanepool_lane_t *lane) {
       }
       cpu_relax();
     }
-    if (!found && lanepool__now_ns() >= deadline) break;
-    if (!found) sched_yield(); /* cede the core to a runnable producer, if any */
+    if (found) break;
+    uint64_t t = lanepool__now_ns();
+    /* Past the budget; or preempted: a thread that needed this CPU got it, so there
+     * is no idle CPU to spin on, and work sent here would wait for this lane to be
+     * scheduled again. Either way, park (work then wakes it: the kernel can place a
+     * woken thread where a CPU is free). */
+    if (t >= deadline || t - last >= LANEPOOL_SPIN_PREEMPTED_NS) break;
+    last = t;
+    sched_yield(); /* cede the core to a runnable producer, if any */
+    if (atomic_load_explicit(warm, memory_order_relaxed) == 0)
+      atomic_store_explicit(warm, me, memory_order_relaxed);
   }
-  atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+  uint32_t offered = me;
+  atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
+                                          memory_order_relaxed);
+  if (lane->low_latency)
+    atomic_store_explicit(spinners, 0, memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
   /* A spin that timed out burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
 }
 
 /* After a park: if the lane was woken sooner than its maximum budget, spinning would
- * have caught that work: grow the budget back (doubling, at least 1 us). */
+ * have caught that work: grow the budget to what would have caught it with room to
+ * spare (twice the park), at least doubling it, at least 1 us, at most spin_ns.
+ * (Doubling alone never recovers from a steady gap: a 1 us budget against work every
+ * 20 us times out, halves to 0, and the next park only doubles it back to 1 us.) */
 static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
   if (lane->fixed_spin || lane->spin_ns == 0 || parked_ns >= lane->spin_ns) return;
-  uint32_t grown = lane->spin_now ? lane->spin_now * 2 : 1000;
-  lane->spin_now = grown < lane->spin_ns ? grown : lane->spin_ns;
+  uint64_t grown = lane->spin_now ? (uint64_t)lane->spin_now * 2 : 1000;
+  if (grown < 2 * parked_ns) grown = 2 * parked_ns;
+  lane->spin_now = grown < lane->spin_ns ? (uint32_t)grown : lane->spin_ns;
 }
 
 static void park(lanepool_lane_t *lane) {

@@ -112,6 +112,7 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
   if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) BAD("hard_capacity");
   if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) BAD("allow_realtime");
   if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) BAD("stall_threshold_ns");
+  if (cfg->interactive_spin_ns > LANEPOOL_MAX_INTERACTIVE_SPIN_NS) BAD("interactive_spin_ns");
   /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses. */
   if (cfg->stack_size != 0 && cfg->stack_size < 16384) BAD("stack_size");
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
@@ -207,7 +208,11 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   atomic_init(&pool->drain_events, 0);
   atomic_init(&pool->started, 0);
   atomic_init(&pool->spinners, 0);
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&pool->rr[b].value, 0);
+  atomic_init(&pool->interactive_spinner, 0);
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
+    atomic_init(&pool->rr[b].value, 0);
+    atomic_init(&pool->warm[b].value, 0);
+  }
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
     pool->max_spinners = half ? half : 1;
@@ -450,12 +455,55 @@ int lanepool_default(lanepool_t **out) {
 
 /* ---- picking lanes ---------------------------------------------------------- */
 
+/* The band's lane spinning idle, claimed for this caller alone (see `warm` in
+ * internal.h), as its index + 1; 0 if none. */
+static inline uint32_t take_warm(lanepool_t *pool, int band) {
+  _Atomic uint32_t *warm = &pool->warm[band].value;
+  uint32_t w = atomic_load_explicit(warm, memory_order_relaxed);
+  if (w == 0 || !atomic_compare_exchange_strong_explicit(warm, &w, 0, memory_order_relaxed,
+                                                         memory_order_relaxed))
+    return 0;
+  return w;
+}
+
+/* Each thread rotates on its own: the pool's counter gives a thread its starting
+ * point (the first pick after it last used another pool), and from there the thread
+ * counts alone. A single thread sees the pool's round-robin exactly; several threads
+ * start apart and do not share a cache line per pick (two producers would otherwise
+ * bounce the counter's line between their cores on every submit). A stale entry (its
+ * pool destroyed and another allocated at that address) only moves where a rotation
+ * starts. */
+static __thread struct {
+  const lanepool_t *pool;
+  uint32_t next[LANEPOOL_BAND_COUNT];
+  uint32_t started; /* bit b: next[b] was taken from the pool's counter */
+} rotation;
+
 int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
   int b = lanepool_band_index(qos);
   if (!pool || !out || b < 0) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  uint32_t n = atomic_fetch_add_explicit(&pool->rr[b].value, 1, memory_order_relaxed);
-  *out = pool->lanes[(uint32_t)b * pool->lanes_per_band + n % pool->lanes_per_band];
+  uint32_t lanes = pool->lanes_per_band;
+  if (rotation.pool != pool) {
+    rotation.pool = pool;
+    rotation.started = 0;
+  }
+  if (!(rotation.started & (1u << b))) {
+    rotation.next[b] = atomic_fetch_add_explicit(&pool->rr[b].value, 1, memory_order_relaxed);
+    rotation.started |= 1u << b;
+  } else {
+    rotation.next[b]++;
+  }
+  uint32_t n = rotation.next[b];
+  uint32_t w = take_warm(pool, b);
+  if (w) {
+    /* A lane spinning idle: it starts the work without a wake. The rotation then goes
+     * on after it, so the next pick is another lane, as round-robin's. */
+    rotation.next[b] = n + (w + lanes - n % lanes) % lanes - 1; /* next: n' = w (mod lanes) */
+    *out = pool->lanes[(uint32_t)b * lanes + w - 1];
+    return 0;
+  }
+  *out = pool->lanes[(uint32_t)b * lanes + n % lanes];
   return 0;
 }
 
@@ -500,11 +548,14 @@ static inline uint64_t next_random(void) {
   return x;
 }
 
-/* The less loaded of two distinct random lanes of the band (power of two choices). */
+/* A lane of the band spinning idle, if any; else the less loaded of two distinct random
+ * lanes (power of two choices). */
 lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
   uint32_t n = pool->lanes_per_band;
   lanepool_lane_t **lanes = &pool->lanes[(uint32_t)band * n];
   if (n == 1) return lanes[0];
+  uint32_t w = take_warm(pool, band); /* a lane spinning idle first: no wake */
+  if (w) return lanes[w - 1];
   uint64_t r = next_random();
   uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
   uint32_t j = (uint32_t)((r >> 32) % (n - 1));

@@ -1373,6 +1373,103 @@ static void test_local_submit_stays_on_its_lane(void) {
 }
 
 /* ================================================================================
+ * Issue 14: the pickers hand a lane spinning idle to one caller, then rotate on.
+ * ================================================================================ */
+
+static lanepool_lane_t *pick_next(lanepool_t *p, lanepool_qos_t qos) {
+  lanepool_lane_t *l = NULL;
+  if (lanepool_next_lane(p, qos, &l)) abort();
+  return l;
+}
+
+static _Atomic(lanepool_lane_t *) ran_on;
+static void record_lane(void *ctx) {
+  (void)ctx;
+  lanepool_lane_t *l = NULL;
+  (void)lanepool_current_lane(&l);
+  atomic_store(&ran_on, l);
+}
+
+/* White-box: the background band never spins, so nothing but this test writes its
+ * `warm` word. */
+static void test_spinning_lane_goes_to_one_picker_then_the_rotation_goes_on(void) {
+  begin("spinning_lane_goes_to_one_picker_then_the_rotation_goes_on", 30);
+  lanepool_t *p = make_pool("warm", 3, 64, 0);
+  const lanepool_qos_t bg = LANEPOOL_QOS_BACKGROUND;
+  _Atomic uint32_t *warm = &p->warm[lanepool_band_index(bg)].value;
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 0)); /* plain rotation first */
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 1));
+  atomic_store(warm, 1);                        /* lane 0 spins idle */
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 0)); /* to this caller... */
+  CHECK(atomic_load(warm) == 0);                /* ...alone: claimed */
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 1)); /* the rotation goes on after lane 0 */
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 2));
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 0));
+  atomic_store(warm, 3); /* lane 2, the last: the rotation wraps to lane 0 */
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 2));
+  CHECK(pick_next(p, bg) == lane_of(p, bg, 0));
+  /* Band-level submit takes it too, and runs the task there. */
+  for (uint32_t i = 0; i < 3; i++) {
+    atomic_store(warm, i + 1);
+    atomic_store(&ran_on, NULL);
+    CHECK_RC(lanepool_async(p, bg, record_lane, NULL), 0);
+    CHECK_RC(lanepool_lane_sync_flags(lane_of(p, bg, i), noop, NULL, LANEPOOL_SYNC_QUEUED), 0);
+    CHECK(atomic_load(&ran_on) == lane_of(p, bg, i));
+    CHECK(atomic_load(warm) == 0);
+  }
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* The low-latency interactive band: its lane publishes itself while it spins (even with
+ * every other spinner slot taken), and a bad budget is refused by name. */
+static void test_low_latency_band_spins_with_a_slot_of_its_own(void) {
+  begin("low_latency_band_spins_with_a_slot_of_its_own", 60);
+  lanepool_config_t cfg;
+  const char *field = NULL;
+  lanepool_config_init(&cfg);
+  CHECK(cfg.interactive_spin_ns == 0); /* off by default */
+  cfg.interactive_spin_ns = LANEPOOL_MAX_INTERACTIVE_SPIN_NS + 1;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "interactive_spin_ns") == 0);
+  lanepool_t *bad = NULL;
+  CHECK_RC(lanepool_create(&cfg, &bad), EINVAL);
+
+  lanepool_config_init(&cfg);
+  cfg.name = "lowlat";
+  cfg.lanes_per_band = 2;
+  cfg.interactive_spin_ns = LANEPOOL_MAX_INTERACTIVE_SPIN_NS;
+  cfg.max_spinning_lanes = 1;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  const lanepool_qos_t ui = LANEPOOL_QOS_USER_INTERACTIVE;
+  _Atomic uint32_t *warm = &p->warm[0].value;
+  /* Take the pool's one ordinary spinner slot away: the interactive band has its own. */
+  atomic_fetch_add(&p->spinners, 1);
+  /* Run a task on lane 1's own thread; it then spins (100 ms budget). A spinner that
+   * loses its CPU parks, so on a busy machine this may take a few tries. */
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; i++) {
+    CHECK_RC(lanepool_lane_sync_flags(lane_of(p, ui, 1), noop, NULL, LANEPOOL_SYNC_QUEUED), 0);
+    for (int j = 0; j < 1000 && !seen; j++) {
+      seen = atomic_load(warm) == 2;
+      if (!seen) sched_yield();
+    }
+  }
+  CHECK(seen);
+  atomic_fetch_sub(&p->spinners, 1);
+  /* Exactly once and FIFO per lane, picked by the pickers while lanes spin and park. */
+  reset_counts();
+  for (int i = 0; i < 20000; i++) {
+    CHECK_RC(lanepool_lane_async(pick_next(p, ui), count_task, NULL), 0);
+    if (i % 64 == 0) sched_yield();
+  }
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&ran) == 20000);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
  * The deterministic interleaving run.
  * ================================================================================ */
 
@@ -1583,6 +1680,8 @@ int main(int argc, char **argv) {
       T(test_a_lane_of_another_pool_syncs_on_the_lane_thread),
       T(test_batch_submit_is_fifo_and_exactly_once),
       T(test_batch_on_full_hard_capacity_lane_takes_a_prefix),
+      T(test_spinning_lane_goes_to_one_picker_then_the_rotation_goes_on),
+      T(test_low_latency_band_spins_with_a_slot_of_its_own),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
