@@ -29,6 +29,14 @@ extension LanePool {
     /// ``LaneInfo`` and once through `logHandler`. At least 1 ms; nil (default): off.
     /// Costs one timer thread per pool, waking every threshold/2.
     public var stallThreshold: Duration? = nil
+    /// The low-latency setting of the userInteractive band; nil (default): off. One
+    /// userInteractive lane at a time stays awake this long after its last task,
+    /// watching for work (a fixed budget with a spinner slot of its own), and
+    /// ``LanePool/queue(for:)`` and ``LanePool/async(qos:_:)`` hand that lane out first,
+    /// so interactive work that comes at least this often starts without a thread
+    /// wake. Cost: one CPU while it spins; nothing once the band has been idle this
+    /// long. At most 100 ms. docs/benchmarks.md has the measured latency and CPU cost.
+    public var interactiveSpin: Duration? = nil
 
     /// The defaults: pool name "lanepool", one lane per allowed CPU per band (at most 64),
     /// the default ring, LanePool's priority table, no placement, no log handler, no stall
@@ -47,6 +55,9 @@ extension LanePool {
     }
     if let s = c.stackSize, s <= 0 {  // size_t in C: a negative value would wrap
       throw .invalidArgument("stackSize = \(s) is not accepted (nil means the default)")
+    }
+    if let t = c.interactiveSpin, t.nanosecondsClamped == 0 {
+      throw .invalidArgument("interactiveSpin = \(t) is not accepted (nil turns the low-latency setting off)")
     }
     if let t = c.stallThreshold, t.nanosecondsClamped == 0 {
       throw .invalidArgument("stallThreshold = \(t) is not accepted (nil turns the stall detector off)")
@@ -76,6 +87,7 @@ extension LanePool {
     cfg.stack_size = c.stackSize ?? 0
     cfg.allow_realtime = c.allowRealtime ? 1 : 0
     if let t = c.stallThreshold { cfg.stall_threshold_ns = t.nanosecondsForTimeout }
+    if let t = c.interactiveSpin { cfg.interactive_spin_ns = UInt32(clamping: t.nanosecondsClamped) }
     withUnsafeMutableBytes(of: &cfg.policy) { raw in
       let table = raw.bindMemory(to: lanepool_band_policy_t.self)
       for (qos, p) in c.policies { table[qos.bandIndex] = p.c }
@@ -152,6 +164,8 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
       "ringCapacity = \(c.ringCapacity.map(String.init) ?? "nil") is not accepted (a power of two within the documented range)"
   case "hard_capacity": return "hardCapacity is not accepted"
   case "allow_realtime": return "allowRealtime is not accepted"
+  case "interactive_spin_ns":
+    return "interactiveSpin = \(c.interactiveSpin.map { "\($0)" } ?? "nil") is out of range (at most 100 ms)"
   case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"
   case "stack_size":
     return "stackSize must be at least 16384 bytes (PTHREAD_STACK_MIN), got \(c.stackSize.map(String.init) ?? "nil")"

@@ -5,7 +5,7 @@ import ArgumentParser
 import Foundation
 
 /// Every workload, in the order a run measures them.
-let allWorkloads = ["limit", "w1", "w2", "floor", "w3", "w4", "w5", "w6", "w7", "w8", "w9"]
+let allWorkloads = ["limit", "w1", "w2", "floor", "w3", "w3i", "w4", "w5", "w6", "w7", "w8", "w9"]
 
 struct BenchCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -15,7 +15,9 @@ struct BenchCommand: ParsableCommand {
     discussion: """
       Workloads: limit (the bare ring's cost on this machine, single-threaded), w1 and w2 \
       (throughput, 1 and 2 producers), floor (a raw condition-variable wake), w3 (wake \
-      latency), w4 (priority isolation), w5 (blocking work), w6 (per-lane FIFO), w7 (idle \
+      latency), w3i (W3 at \
+      userInteractive with the low-latency setting, and its CPU cost), w4 (priority \
+      isolation), w5 (blocking work), w6 (per-lane FIFO), w7 (idle \
       cost), w8 (sync round trips), w9 (actor ping-pong). Latencies are HdrHistogram \
       percentiles (3 significant digits). Ratios are each subject / the GCD YY pool \
       (W8: / GCD serial queue .sync, W9: / the default executor).

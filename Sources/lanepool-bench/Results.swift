@@ -174,6 +174,7 @@ struct RunResult: Codable {
   var w2: [String: ThroughputResult]?
   var floor: FloorResult?
   var w3: [String: Percentiles]?
+  var w3i: [String: LowLatencyResult]?
   var w4: [String: IsolationResult]?
   var w5: [String: BlockingResult]?
   var w6: [String: FifoResult]?

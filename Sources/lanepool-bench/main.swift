@@ -195,6 +195,36 @@ for runIndex in 1...options.repeatCount {
     result.w3 = res
   }
 
+  // MARK: W3i (the low-latency interactive setting)
+
+  if options.runs("w3i") {
+    let res = runW3i(samples: options.latencySamples)
+    let b = res[base]!.latency
+    print("")
+    print(
+      "W3i the low-latency interactive setting (interactiveSpin \(lowLatencySpin)): W3 at userInteractive, \(options.latencySamples) samples 20 us apart (us);"
+    )
+    print(
+      "then probes 5 ms apart, one at a time; CPU: what the process's other threads used meanwhile, % of one core (the producer busy-waits and is not counted)"
+    )
+    let w = [28, 7, 7, 8, 10, 12, 9, 9, 9, 9]
+    header(
+      ["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99.9 vs YY", "CPU %", "5ms p50", "5ms CPU%", "idle CPU%"], w)
+    for name in [gcdYY.name, gcdGlobal.name, laneSwift.name, laneLowLatency.name] {
+      let r = res[name]!
+      print(
+        row(
+          [
+            name, f1(r.latency.p50), f1(r.latency.p99), f1(r.latency.p999), ratio(r.latency.p50, b.p50),
+            ratio(r.latency.p999, b.p999), String(format: "%.1f", r.busyCPUPercent), f1(r.sparseLatency.p50),
+            String(format: "%.1f", r.sparseCPUPercent), String(format: "%.2f", r.idleCPUPercent),
+          ], w))
+      ratios.add("w3i", "p50", name, base: base, r.latency.p50 / b.p50)
+      ratios.add("w3i", "p99.9", name, base: base, r.latency.p999 / b.p999)
+    }
+    result.w3i = res
+  }
+
   // MARK: W4
 
   if options.runs("w4") {

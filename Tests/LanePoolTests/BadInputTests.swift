@@ -182,6 +182,28 @@ struct BadInputTests {
     }
   }
 
+  @Test(
+    "Swift: the low-latency interactive setting: 0 and over 100 ms are refused by name; a valid one runs every task")
+  func swiftInteractiveSpin() throws {
+    for bad in [Duration.zero, .milliseconds(101)] {
+      var c = LanePool.Configuration()
+      c.interactiveSpin = bad
+      let error = #expect(throws: LanePoolError.self) { try LanePool(configuration: c) }
+      #expect(error?.code == .invalidArgument)
+      #expect(error?.message.contains("interactiveSpin") == true)
+    }
+    var c = LanePool.Configuration()
+    c.name = uniqueName("llat")
+    c.lanesPerBand = 2
+    c.interactiveSpin = .milliseconds(1)
+    let pool = try LanePool(configuration: c)
+    let ran = Counter()
+    for _ in 0..<2_000 { try pool.queue(for: .userInteractive).async { ran.bump() } }
+    for lane in pool.lanes(for: .userInteractive) { try lane.sync(onLaneThread: true) {} }
+    #expect(ran.count == 2_000)
+    _ = try pool.shutdown(discardingQueued: false)
+  }
+
   @Test("Swift: submitting to a shut-down pool throws and the closure is released, not run")
   func swiftSubmitAfterShutdown() async throws {
     let pool = try LanePool(name: uniqueName("sasd"), lanesPerBand: 1)
