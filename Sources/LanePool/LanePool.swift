@@ -121,7 +121,10 @@ public final class LanePool: @unchecked Sendable {
 
   // MARK: Picking lanes
 
-  /// The next lane of the band, round-robin: YYDispatchQueuePool's `-queue`. One atomic add.
+  /// The next lane of the band, round-robin: YYDispatchQueuePool's `-queue`. Each thread
+  /// rotates on its own from a starting point the pool gives it, and a lane spinning idle
+  /// (awake, nothing queued) goes first, to one caller, so work sent there starts
+  /// without a thread wake. Lock-free.
   public func queue(for qos: QoS) -> Lane {
     var lane: OpaquePointer?
     _ = lanepool_next_lane(core.raw, qos.c, &lane)
@@ -155,7 +158,8 @@ public final class LanePool: @unchecked Sendable {
 
   // MARK: Submitting
 
-  /// Runs `work` on some lane of the band: the less loaded of two picked at random.
+  /// Runs `work` on some lane of the band: one spinning idle if there is one, else the
+  /// less loaded of two picked at random.
   /// For unordered work; use ``queue(for:)-method`` or a keyed lane when order matters.
   /// - Throws: as ``Lane/async(_:)``.
   public func async(qos: QoS, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
