@@ -342,8 +342,9 @@ static bool spin_for_work(lanepool_lane_t *lane) {
    * offer is renewed after a claim whose work never came (a queue(for:) that was not
    * used), and withdrawn at the end unless a picker holds it. */
   _Atomic uint32_t *warm = &lane->pool->warm[lane->band].value;
-  const uint32_t me = lane->index + 1;
-  atomic_store_explicit(warm, me, memory_order_relaxed);
+  /* 0 (nothing to offer): a band of one lane, which every pick returns anyway. */
+  const uint32_t me = lane->pool->lanes_per_band > 1 ? lane->index + 1 : 0;
+  if (me) atomic_store_explicit(warm, me, memory_order_relaxed);
   bool found = false;
   uint64_t last = lanepool__now_ns();
   uint64_t deadline = last + budget;
@@ -365,12 +366,13 @@ static bool spin_for_work(lanepool_lane_t *lane) {
     if (t >= deadline || t - last >= LANEPOOL_SPIN_PREEMPTED_NS) break;
     last = t;
     sched_yield(); /* cede the core to a runnable producer, if any */
-    if (atomic_load_explicit(warm, memory_order_relaxed) == 0)
+    if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
       atomic_store_explicit(warm, me, memory_order_relaxed);
   }
   uint32_t offered = me;
-  atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
-                                          memory_order_relaxed);
+  if (me)
+    atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
+                                            memory_order_relaxed);
   if (lane->low_latency)
     atomic_store_explicit(spinners, 0, memory_order_relaxed);
   else

@@ -484,6 +484,10 @@ int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **o
   if (!pool || !out || b < 0) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   uint32_t lanes = pool->lanes_per_band;
+  if (lanes == 1) {
+    *out = pool->lanes[b];
+    return 0;
+  }
   if (rotation.pool != pool) {
     rotation.pool = pool;
     rotation.started = 0;
