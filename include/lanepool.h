@@ -107,6 +107,18 @@ typedef struct lanepool_lane lanepool_lane_t;
 /** A task: a plain function pointer and its context. */
 typedef void (*lanepool_fn)(void *ctx);
 
+/** A two-argument task (lanepool_lane_async2): a function and the two words it is called
+ *  with, fn(a, b). A member function and its object, or a closure's code and context,
+ *  travel without a separate allocation. */
+typedef void (*lanepool_fn2)(void *a, void *b);
+
+/** What the discard callback's `ctx` points to for a two-argument task: its two words,
+ *  as submitted. */
+typedef struct lanepool_task2 {
+  void *a;
+  void *b;
+} lanepool_task2_t;
+
 /**
  * Receives each task that a cancelling shutdown removed from a ring without running
  * it, and each pending timer's task, so that its owner can release `ctx`. Called on
@@ -116,6 +128,14 @@ typedef void (*lanepool_fn)(void *ctx);
  * deadline order. No library lock is held: the callback may submit to other pools; a
  * lanepool_shutdown() of this pool from it returns EALREADY at once, a
  * lanepool_destroy() EDEADLK.
+ *
+ * A two-argument task (lanepool_lane_async2, lanepool_async2) arrives with `fn` its
+ * lanepool_fn2 converted to lanepool_fn (convert it back before calling it; never call
+ * it as a lanepool_fn) and `ctx` pointing to a lanepool_task2_t holding its `a` and `b`.
+ * That struct lives only during the call: copy what you need out of it, do not keep
+ * the pointer. The callback tells the two kinds apart by `fn` alone, so a function
+ * submitted both ways (lanepool_lane_async and lanepool_lane_async2) cannot be told
+ * apart here: submit each function one way only if you cancel pools.
  */
 typedef void (*lanepool_discard_fn)(lanepool_fn fn, void *ctx, void *discard_arg);
 
@@ -524,6 +544,37 @@ LANEPOOL_API int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn
                                            unsigned flags);
 
 /**
+ * Appends the two-argument task fn(a, b) to a lane's ring: as lanepool_lane_async in
+ * every respect (never blocks, allocates only when the ring is full, the same errors),
+ * with one more word carried through the ring instead of a context the caller would
+ * have to allocate. `b` must not be NULL: it is what tells the lane that the task takes
+ * two arguments (`a` may be NULL). FIFO holds with every other submit to that lane
+ * (lanepool_lane_async, batches, syncs, timers): one order, whatever the kind.
+ * Returns 0; EINVAL (NULL lane, fn or b; nothing is queued); ESHUTDOWN; EAGAIN (hard
+ * capacity and the ring is full); ENOMEM; EOWNERDEAD. On a non-zero return the task
+ * was not accepted and the caller still owns what a and b refer to. A cancelling
+ * shutdown hands a queued one to the discard callback as lanepool_discard_fn
+ * describes: `fn` converted to lanepool_fn, `ctx` pointing to a lanepool_task2_t {a, b}
+ * valid during that call.
+ */
+LANEPOOL_API int lanepool_lane_async2(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b);
+
+/** As lanepool_lane_async2, with flags (0 or LANEPOOL_SUBMIT_CONTINUATION). EINVAL for
+ *  an unknown flag. */
+LANEPOOL_API int lanepool_lane_async2_flags(lanepool_lane_t *lane, lanepool_fn2 fn, void *a,
+                                            void *b, unsigned flags);
+
+/**
+ * As lanepool_lane_async_many for two-argument tasks: submits fn(as[0], bs[0]) ...
+ * fn(as[count - 1], bs[count - 1]) as one batch, with the same claims, FIFO, *accepted
+ * and errors. Every bs[i] must be non-NULL: otherwise EINVAL and nothing is accepted
+ * (checked before anything is queued); EINVAL too for NULL lane or fn, or NULL as or bs
+ * with count > 0.
+ */
+LANEPOOL_API int lanepool_lane_async2_many(lanepool_lane_t *lane, lanepool_fn2 fn, void *const *as,
+                                           void *const *bs, size_t count, size_t *accepted);
+
+/**
  * As lanepool_lane_async, but when the lane is full (hard capacity) waits up to
  * `timeout_ns` for room, polling with a backoff from 1 us to 1 ms. Returns 0;
  * ETIMEDOUT (not accepted; the caller keeps ctx); and lanepool_lane_async's errors.
@@ -545,6 +596,11 @@ LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_f
  *  EINVAL for an unknown flag. */
 LANEPOOL_API int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn,
                                       void *ctx, unsigned flags);
+
+/** As lanepool_async for a two-argument task fn(a, b) (see lanepool_lane_async2: `b`
+ *  must not be NULL, EINVAL otherwise; the discard callback gets it as there). */
+LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn2 fn, void *a,
+                                 void *b);
 
 /**
  * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to

@@ -239,8 +239,8 @@ void lanepool__lane_wake(lanepool_lane_t *lane);
 void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
                                 void *discard_arg);
 /* own: the caller may submit while the pool drains (a lane of the pool, or the timer
- * thread). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own);
+ * thread). arg NULL: fn(ctx); otherwise a two-argument task (ring.h). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
 uint64_t lanepool__lane_finished(lanepool_lane_t *lane);

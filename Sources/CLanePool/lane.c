@@ -156,11 +156,12 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
 
 /* ---- the overflow list ------------------------------------------------------ */
 
-/* Appends fn(ctxs[0..n-1]), in order, in one critical section. 0, ENOMEM, ESHUTDOWN,
- * LANEPOOL__RING_OWN_ONLY (all or nothing). Keeps FIFO: once the list is non-empty
- * every producer appends here until the lane has emptied it (see lanepool__lane_push). */
-static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, uint64_t n,
-                        bool own) {
+/* Appends {fn, ctxs[i], args[i]} (args NULL: every arg NULL) for i in 0..n-1, in order,
+ * in one critical section. 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY (all or
+ * nothing). Keeps FIFO: once the list is non-empty every producer appends here until the
+ * lane has emptied it (see lanepool__lane_push). */
+static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, void *const *args,
+                        uint64_t n, bool own) {
   pthread_mutex_lock(&lane->spill_lock);
   int refused = lane->spill_intake == LANEPOOL__INTAKE_CLOSED             ? ESHUTDOWN
                 : lane->spill_intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
@@ -186,7 +187,8 @@ static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs
     lane->spill_head = 0;
   }
   for (uint64_t i = 0; i < n; i++)
-    lane->spill[(lane->spill_head + len + i) % lane->spill_cap] = (lanepool__task){fn, ctxs[i]};
+    lane->spill[(lane->spill_head + len + i) % lane->spill_cap] =
+        (lanepool__task){fn, ctxs[i], args ? args[i] : NULL};
   LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
   /* release: pairs with the drain scan's acquire (lanepool__lane_accepted). */
   atomic_fetch_add_explicit(&lane->spill_in, n, memory_order_release);
@@ -197,8 +199,8 @@ static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs
   return 0;
 }
 
-static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
-  return spill_push_n(lane, fn, &ctx, 1, own);
+static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
+  return spill_push_n(lane, fn, &ctx, &arg, 1, own);
 }
 
 typedef enum { SPILL_EMPTY, SPILL_TOOK, SPILL_RING_FIRST } spill_result;
@@ -242,43 +244,44 @@ static inline void wake_if_parked(lanepool_lane_t *lane) {
 
 void lanepool__lane_wake(lanepool_lane_t *lane) { wake_if_parked(lane); }
 
-static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
-  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, own);
+static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
+  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, arg, own);
   if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
-    int rc = lanepool__ring_push(&lane->ring, fn, ctx, own);
+    int rc = lanepool__ring_push(&lane->ring, fn, ctx, arg, own);
     if (rc != EAGAIN) return rc;
   }
-  return spill_push(lane, fn, ctx, own);
+  return spill_push(lane, fn, ctx, arg, own);
 }
 
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, bool own) {
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  int rc = push_once(lane, fn, ctx, own);
+  int rc = push_once(lane, fn, ctx, arg, own);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     /* The pool drains: only its own lanes may still add work (the drain's tail). */
-    rc = lanepool__is_own_lane(lane->pool) ? push_once(lane, fn, ctx, true) : ESHUTDOWN;
+    rc = lanepool__is_own_lane(lane->pool) ? push_once(lane, fn, ctx, arg, true) : ESHUTDOWN;
   if (rc == 0) wake_if_parked(lane);
   return rc;
 }
 
 /* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
  * the overflow list in one critical section, one wake check at the end. */
-static int lane_push_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, uint64_t n,
-                          bool own, uint64_t *accepted) {
+static int lane_push_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                          void *const *args, uint64_t n, bool own, uint64_t *accepted) {
   uint64_t done = 0;
   int rc = 0;
   while (done < n) {
     if (lane->hard_capacity ||
         atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
       uint64_t k = 0;
-      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, n - done, own, &k);
+      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                 own, &k);
       if (rc == 0) {
         done += k;
         continue;
       }
       if (rc != EAGAIN || lane->hard_capacity) break;
     }
-    rc = spill_push_n(lane, fn, ctxs + done, n - done, own);
+    rc = spill_push_n(lane, fn, ctxs + done, args ? args + done : NULL, n - done, own);
     if (rc == 0) done = n;
     break;
   }
@@ -434,7 +437,7 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
   for (uint64_t pos = r->head; pos < end; pos++) {
     lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    if (slot->fn == sync_trampoline) {
+    if (slot->fn == sync_trampoline && !slot->arg) {
       sync_discard(slot->ctx);
       slot->fn = NULL;
     }
@@ -443,7 +446,7 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
   for (uint64_t i = 0; i < len; i++) {
     lanepool__task *task = &lane->spill[(lane->spill_head + i) % lane->spill_cap];
-    if (task->fn == sync_trampoline) {
+    if (task->fn == sync_trampoline && !task->arg) {
       sync_discard(task->ctx);
       task->fn = NULL;
     }
@@ -464,6 +467,16 @@ static void forked_child_returned(lanepool_lane_t *lane) {
   ssize_t ignored = write(2, msg, sizeof msg - 1);
   (void)ignored;
   _exit(0);
+}
+
+/* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task (arg != NULL; see
+ * ring.h). fn was stored as lanepool__ring_fn and is called through the type it was
+ * submitted with (a function pointer converted and converted back compares equal). */
+static inline void run_task(const lanepool__task *task) {
+  if (task->arg)
+    ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);
+  else
+    task->fn(task->ctx);
 }
 
 static void lane_loop(lanepool_lane_t *lane) {
@@ -493,7 +506,7 @@ static void lane_loop(lanepool_lane_t *lane) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
       atomic_store_explicit(&lane->started_tasks, executed + 1, memory_order_relaxed);
-      task.fn(task.ctx);
+      run_task(&task);
       if (lanepool__forked(lane->generation)) forked_child_returned(lane);
       /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
       atomic_store_explicit(&lane->executed, ++executed, memory_order_release);
@@ -614,6 +627,23 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
   while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) sched_yield();
 }
 
+/* One queued task to the discard pass: a sync the lane already answered (fn NULL) is
+ * skipped, a queued sync is answered ECANCELED, a two-argument task is handed over as
+ * the header documents (fn cast to lanepool_fn, ctx pointing at a lanepool_task2_t {a,
+ * b} that lives during the call), any other as it was submitted. */
+static void discard_task(const lanepool__task *task, lanepool_discard_fn discard,
+                         void *discard_arg) {
+  if (!task->fn) return;
+  if (task->arg) {
+    lanepool_task2_t pair = {task->ctx, task->arg};
+    discard(task->fn, &pair, discard_arg);
+  } else if (task->fn == sync_trampoline) {
+    sync_discard(task->ctx);
+  } else {
+    discard(task->fn, task->ctx, discard_arg);
+  }
+}
+
 /* After the lane thread was joined: hands every queued task, FIFO, to discard. A cell
  * claimed but not yet published is waited for (its producer got 0: it must reach the
  * discard callback like any other). */
@@ -623,48 +653,50 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
   uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
   for (; r->head < end;) {
     (void)lanepool__ring_wait_cell(r, r->head);
-    lanepool__task task = {NULL, NULL};
-    if (!lanepool__ring_pop(r, &task) || !task.fn)
-      continue; /* fn NULL: a sync answered */ /* a sync the lane already answered */
-    if (task.fn == sync_trampoline)
-      sync_discard(task.ctx);
-    else
-      discard(task.fn, task.ctx, discard_arg);
+    lanepool__task task = {NULL, NULL, NULL};
+    if (lanepool__ring_pop(r, &task)) discard_task(&task, discard, discard_arg);
   }
   lanepool__task task;
-  while (spill_pop(lane, &task) == SPILL_TOOK) {
-    if (!task.fn) continue;
-    if (task.fn == sync_trampoline)
-      sync_discard(task.ctx);
-    else
-      discard(task.fn, task.ctx, discard_arg);
-  }
+  while (spill_pop(lane, &task) == SPILL_TOOK) discard_task(&task, discard, discard_arg);
 }
 
 /* ---- public lane API -------------------------------------------------------- */
 
 int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   if (!lane || !fn) return EINVAL;
-  return lanepool__lane_push(lane, fn, ctx, false);
+  return lanepool__lane_push(lane, fn, ctx, NULL, false);
 }
 
 int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
-  return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+  return lanepool__lane_push(lane, fn, ctx, NULL, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
-int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, size_t count,
-                             size_t *accepted) {
-  if (accepted) *accepted = 0;
-  if (!lane || !fn || (!ctxs && count)) return EINVAL;
+/* A two-argument task is stored as {fn, a, b}; b != NULL is what marks it (ring.h). */
+int lanepool_lane_async2(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b) {
+  if (!lane || !fn || !b) return EINVAL;
+  return lanepool__lane_push(lane, (lanepool_fn)(void (*)(void))fn, a, b, false);
+}
+
+int lanepool_lane_async2_flags(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b,
+                               unsigned flags) {
+  if (!lane || !fn || !b || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
+  return lanepool__lane_push(lane, (lanepool_fn)(void (*)(void))fn, a, b,
+                             (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+}
+
+/* The batch submits: args NULL for one-argument tasks. */
+static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                           void *const *args, size_t count, size_t *accepted) {
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   uint64_t done = 0;
-  int rc = lane_push_many(lane, fn, ctxs, count, false, &done);
+  int rc = lane_push_many(lane, fn, ctxs, args, count, false, &done);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0)) {
     /* The pool drains: only its own lanes may still add work. */
     uint64_t more = 0;
     rc = lanepool__is_own_lane(lane->pool)
-             ? lane_push_many(lane, fn, ctxs + done, count - done, true, &more)
+             ? lane_push_many(lane, fn, ctxs + done, args ? args + done : NULL, count - done, true,
+                              &more)
              : ESHUTDOWN;
     done += more;
   }
@@ -673,10 +705,26 @@ int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const 
   return rc;
 }
 
+int lanepool_lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs, size_t count,
+                             size_t *accepted) {
+  if (accepted) *accepted = 0;
+  if (!lane || !fn || (!ctxs && count)) return EINVAL;
+  return lane_async_many(lane, fn, ctxs, NULL, count, accepted);
+}
+
+int lanepool_lane_async2_many(lanepool_lane_t *lane, lanepool_fn2 fn, void *const *as,
+                              void *const *bs, size_t count, size_t *accepted) {
+  if (accepted) *accepted = 0;
+  if (!lane || !fn || (count && (!as || !bs))) return EINVAL;
+  for (size_t i = 0; i < count; i++)
+    if (!bs[i]) return EINVAL; /* checked first: nothing is accepted */
+  return lane_async_many(lane, (lanepool_fn)(void (*)(void))fn, as, bs, count, accepted);
+}
+
 int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
                              uint64_t timeout_ns) {
   if (!lane || !fn) return EINVAL;
-  int rc = lanepool__lane_push(lane, fn, ctx, false);
+  int rc = lanepool__lane_push(lane, fn, ctx, NULL, false);
   if (rc != EAGAIN) return rc;
   uint64_t deadline = lanepool__add_sat(lanepool__now_ns(), timeout_ns); /* UINT64_MAX: no end */
   uint64_t pause_ns = 1000;
@@ -688,7 +736,7 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
     struct timespec ts = {.tv_sec = (time_t)(nap / 1000000000u),
                           .tv_nsec = (long)(nap % 1000000000u)};
     nanosleep(&ts, NULL);
-    if ((rc = lanepool__lane_push(lane, fn, ctx, false)) != EAGAIN) return rc;
+    if ((rc = lanepool__lane_push(lane, fn, ctx, NULL, false)) != EAGAIN) return rc;
     if (pause_ns < 1000000) pause_ns *= 2;
   }
 }
@@ -829,7 +877,7 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
   }
   lanepool__sync s = {.fn = fn, .ctx = ctx};
   atomic_init(&s.state, 0);
-  int rc = lanepool__lane_push(lane, sync_trampoline, &s, false);
+  int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, false);
   if (rc) return rc;
   uint32_t st;
   while ((st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)

@@ -567,8 +567,9 @@ lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
   return lanepool__lane_depth(lanes[j]) < lanepool__lane_depth(lanes[i]) ? lanes[j] : lanes[i];
 }
 
-int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
-                         unsigned flags) {
+/* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task. */
+static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx, void *arg,
+                      unsigned flags) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0 || (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
     return EINVAL;
@@ -581,11 +582,21 @@ int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, v
                                   cur->band == (uint32_t)b && lanepool__lane_depth(cur) == 0
                               ? cur
                               : lanepool__pick(pool, b);
-  return lanepool__lane_push(lane, fn, ctx, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+  return lanepool__lane_push(lane, fn, ctx, arg, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+}
+
+int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,
+                         unsigned flags) {
+  return pool_async(pool, qos, fn, ctx, NULL, flags);
 }
 
 int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx) {
-  return lanepool_async_flags(pool, qos, fn, ctx, 0);
+  return pool_async(pool, qos, fn, ctx, NULL, 0);
+}
+
+int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn2 fn, void *a, void *b) {
+  if (!fn || !b) return EINVAL;
+  return pool_async(pool, qos, (lanepool_fn)(void (*)(void))fn, a, b, 0);
 }
 
 int lanepool_info_sized(const lanepool_t *pool, lanepool_info_t *out) {

@@ -10,9 +10,9 @@
  *           discards after the lane thread was joined).
  *
  * Memory ordering (every release names its acquire):
- *  - producer: store(cell.seq, pos + 1, release) after writing fn/ctx
+ *  - producer: store(cell.seq, pos + 1, release) after writing fn/ctx/arg
  *      pairs with consumer: load(cell.seq, acquire) in ring_pop / ring_wait_cell.
- *  - consumer: store(cell.seq, pos + capacity, release) after reading fn/ctx
+ *  - consumer: store(cell.seq, pos + capacity, release) after reading fn/ctx/arg
  *      pairs with the producer's load(cell.seq, acquire) that claims pos + capacity.
  *  - producers claim with a seq_cst CAS on tail; lane.c orders that CAS against the
  *    lane's `sleeping` word (the parking Dekker pair, docs/architecture.md).
@@ -50,16 +50,28 @@
 
 typedef void (*lanepool__ring_fn)(void *);
 
+/* A task is three words. The ring only carries them; lane.c gives them their meaning:
+ * arg == NULL: fn(ctx) (lanepool_lane_async and the internal tasks); arg != NULL:
+ * ((lanepool_fn2)fn)(ctx, arg) (lanepool_lane_async2, which refuses a NULL second
+ * argument, so the two kinds cannot be confused). */
 typedef struct lanepool__slot {
   _Atomic uint64_t seq; /* [atomic: release by the writer, acquire by the reader] */
   lanepool__ring_fn fn; /* [written by the side that owns the cell per seq] */
   void *ctx;
+  void *arg;
 } lanepool__slot;
 
 typedef struct lanepool__ring_task {
   lanepool__ring_fn fn;
   void *ctx;
+  void *arg;
 } lanepool__ring_task;
+
+/* A cell is the sequence number and the three task words, 32 bytes: two cells per cache
+ * line, never one straddling two (the slot array is line-aligned). */
+_Static_assert(sizeof(void *) != 8 || sizeof(lanepool__slot) == 32, "a cell is 32 bytes");
+_Static_assert(sizeof(void *) != 8 || LANEPOOL__CACHE_LINE % sizeof(lanepool__slot) == 0,
+               "cells tile a cache line");
 
 typedef struct lanepool__ring {
   /* ---- [once] ---- */
@@ -92,6 +104,7 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
     atomic_init(&slots[i].seq, i);
     slots[i].fn = NULL;
     slots[i].ctx = NULL;
+    slots[i].arg = NULL;
   }
   atomic_init(&r->tail, 0);
   r->head = 0;
@@ -100,7 +113,7 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
 
 /* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
  * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and !own). */
-static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx,
+static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
                                       bool own) {
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
@@ -118,6 +131,7 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
         LANEPOOL_INJECT(LANEPOOL__AT_CLAIM_PUBLISH); /* claimed, not yet published */
         slot->fn = fn;
         slot->ctx = ctx;
+        slot->arg = arg;
         atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
         return 0;
       }
@@ -129,14 +143,14 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
   }
 }
 
-/* Claims up to `n` consecutive cells with one CAS and publishes fn(ctxs[i]) in them, in
- * order. *pushed = how many (a prefix of ctxs); 0 is returned whenever *pushed > 0, and
+/* Claims up to `n` consecutive cells with one CAS and publishes {fn, ctxs[i], args[i]}
+ * (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix of ctxs); 0 is returned whenever *pushed > 0, and
  * the caller decides what to do with the rest. Otherwise as lanepool__ring_push: EAGAIN
  * (no free cell), ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. The free cells form a prefix
  * from the tail (the consumer frees cells in order), so the largest k whose last cell
  * is free is found by a binary search on cell sequence numbers. */
 static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
-                                        uint64_t n, bool own, uint64_t *pushed) {
+                                        void *const *args, uint64_t n, bool own, uint64_t *pushed) {
   *pushed = 0;
   if (n == 0) return 0;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -172,6 +186,7 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
       lanepool__slot *slot = &r->slots[(pos + i) & r->mask];
       slot->fn = fn;
       slot->ctx = ctxs[i];
+      slot->arg = args ? args[i] : NULL;
       atomic_store_explicit(&slot->seq, pos + i + 1, memory_order_release);
     }
     *pushed = k;
@@ -187,6 +202,7 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
   if (seq != pos + 1) return false;
   out->fn = slot->fn;
   out->ctx = slot->ctx;
+  out->arg = slot->arg;
   atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
   r->head = pos + 1;
   atomic_store_explicit(&r->head_pub, pos + 1, memory_order_relaxed);

@@ -104,7 +104,7 @@ static int fire_top_locked(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_TIMER_FIRE);
   lanepool_lane_t *lane = e->lane ? e->lane : lanepool__pick(pool, e->band);
   /* own: the timer thread is the pool's; a draining pool still takes its timers. */
-  int rc = lanepool__lane_push(lane, e->fn, e->ctx, true);
+  int rc = lanepool__lane_push(lane, e->fn, e->ctx, NULL, true);
   if (rc == 0) {
     heap_remove(t, 0);
     /* release: pairs with the drain scan's acquire. After the lane's accept, never

@@ -9,7 +9,9 @@ extension LanePool.Lane {
   /// (the rest go to its overflow list in one step) and at most one wake of the lane.
   /// Tasks submitted after this call returns run after the whole batch.
   ///
-  /// Cost: one allocation per closure (its box, as ``async(_:)``), one for the batch.
+  /// Cost: no allocation per closure beyond its own context (each travels as its two
+  /// words, as with ``async(_:)``), and at most one for the batch (its word buffer, on
+  /// the stack when small).
   ///
   /// - Returns: how many were accepted, always the first ones: all of them, unless the
   ///   pool has a hard capacity and the lane filled up, or the pool began shutting down
@@ -20,14 +22,21 @@ extension LanePool.Lane {
   public func async(contentsOf works: some Collection<@Sendable () -> Void>) throws(LanePoolError) -> Int {
     let count = works.count
     if count == 0 { return 0 }
-    var contexts = [UnsafeMutableRawPointer?]()
-    contexts.reserveCapacity(count)
-    for work in works { contexts.append(TaskBox.retain(work)) }
+    // One buffer: the contexts (a) in the first half, the code pointers (b) in the second.
     var accepted = 0
-    let rc = contexts.withUnsafeBufferPointer { buffer in
-      lanepool_lane_async_many(raw, taskTrampoline, buffer.baseAddress, count, &accepted)
+    var rc: Int32 = 0
+    withUnsafeTemporaryAllocation(of: UnsafeMutableRawPointer?.self, capacity: 2 * count) { words in
+      var i = 0
+      for work in works where i < count {
+        let closure = retainedClosure(work)
+        words[i] = closure.context
+        words[count + i] = UnsafeMutableRawPointer(mutating: closure.code)
+        i += 1
+      }
+      rc = lanepool_lane_async2_many(
+        raw, closureTrampoline, words.baseAddress, words.baseAddress! + count, i, &accepted)
+      for j in accepted..<i { releaseClosure(context: words[j]) }
     }
-    for ctx in contexts[accepted...] { TaskBox.release(ctx!) }
     if accepted == 0 && rc != 0 { throw LanePoolError(errno: rc, context: .submit) }
     return accepted
   }

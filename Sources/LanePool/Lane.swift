@@ -34,8 +34,9 @@ extension LanePool {
 
     /// Runs `work` on this lane after every task submitted before it.
     ///
-    /// Never blocks. Cost: one allocation (the box that carries the closure through C)
-    /// and, only if the lane is parked, one futex wake.
+    /// Never blocks. Cost: no allocation beyond the closure's own context (the closure
+    /// travels through C as its two words), and, only if the lane is parked, one futex
+    /// wake.
     /// - Throws: ``LanePoolError/shutDown`` after the pool has shut down,
     ///   ``LanePoolError/full`` when the pool has a hard capacity and this lane is full.
     ///   When it throws, `work` was not accepted and will never run.
@@ -49,7 +50,11 @@ extension LanePool {
     package func async(
       _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
     ) throws(LanePoolError) {
-      try submitTask(work, onDiscard: onDiscard) { lanepool_lane_async(raw, $0, $1) }
+      if let onDiscard {
+        try submitTask(work, onDiscard: onDiscard) { lanepool_lane_async(raw, $0, $1) }
+      } else {
+        try submitClosure(work) { lanepool_lane_async2(raw, $0, $1, $2) }
+      }
     }
 
     /// As ``async(_:)``, but when the lane is full (a pool with hard capacity) waits up

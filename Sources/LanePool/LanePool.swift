@@ -171,7 +171,11 @@ public final class LanePool: @unchecked Sendable {
   func async(
     qos: QoS, _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
   ) throws(LanePoolError) {
-    try submitTask(work, onDiscard: onDiscard) { lanepool_async(core.raw, qos.c, $0, $1) }
+    if let onDiscard {
+      try submitTask(work, onDiscard: onDiscard) { lanepool_async(core.raw, qos.c, $0, $1) }
+    } else {
+      try submitClosure(work) { lanepool_async2(core.raw, qos.c, $0, $1, $2) }
+    }
   }
 
   deinit {

@@ -74,9 +74,10 @@ final class Discards: Sendable {
   init(pool: LanePool) { self.pool = pool }
 }
 
-/// Takes a task that a cancelling shutdown removed: a closure is released (after its
-/// on-discard action: resume a `run` caller, leave a group), a Swift job is handed to
-/// a fallback so that it still runs. Counts it.
+/// Takes a task that a cancelling shutdown removed: a closure is released (a box-free
+/// one: the +1 on its context; a boxed one: the box, after its on-discard action:
+/// resume a `run` caller, leave a group), a Swift job is handed to a fallback so that
+/// it still runs. Counts it.
 private let discardTask: @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = {
   fn, ctx, arg in
   guard let arg else { return }
@@ -84,7 +85,11 @@ private let discardTask: @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?,
   discards.count.add(1, ordering: .relaxed)
   guard let fn, let ctx else { return }
   let address = unsafeBitCast(fn, to: UnsafeRawPointer.self)
-  if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
+  if address == unsafeBitCast(closureTrampoline, to: UnsafeRawPointer.self) {
+    // A two-argument task: ctx points to its {a, b} (valid during this call); a is the
+    // closure's context, b its code (Submit.swift). Released without running.
+    releaseClosure(context: ctx.assumingMemoryBound(to: lanepool_task2_t.self).pointee.a)
+  } else if address == unsafeBitCast(taskTrampoline, to: UnsafeRawPointer.self) {
     let box = Unmanaged<TaskBox>.fromOpaque(ctx).takeRetainedValue()
     box.onDiscard?()
   } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {

@@ -1,7 +1,7 @@
 /*
  * ringcost.c - lanepool-bench's `limit` row: the bare ring's own CPU cost on this
  * machine. One thread, no sharing, no lane threads: it fills a ring of a lane's size
- * through the core's own lanepool__ring_push (one CAS, two stores, a release publish),
+ * through the core's own lanepool__ring_push (one CAS, three stores, a release publish),
  * then empties it through lanepool__ring_pop and calls each task (one acquire load, the
  * call, a release store), and times the two phases apart. The ring code is the core's
  * header, included as is (static inline), so this is the code a lane runs, minus the
@@ -42,7 +42,7 @@ int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *po
     uint64_t batch = tasks - done < capacity ? tasks - done : capacity;
     uint64_t t0 = lpb_now_ns();
     for (uint64_t i = 0; i < batch; i++) {
-      if (lanepool__ring_push(ring, lpb_tiny, &counter, false) != 0) {
+      if (lanepool__ring_push(ring, lpb_tiny, &counter, NULL, false) != 0) {
         rc = EIO;
         break;
       }

@@ -1,8 +1,8 @@
 /*
  * ring_test.c - unit test of the header-only task ring (Sources/CLanePool/ring.h):
- * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, many producers (single
- * pushes and batches) with
- * one consumer, and a claimed-but-unpublished cell waited for by ring_wait_cell.
+ * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, the third task word, many
+ * producers (single pushes and batches) with one consumer, and a claimed-but-unpublished
+ * cell waited for by ring_wait_cell.
  * Prints "ok - name" / "FAIL - name: why" per test, then "N passed, M failed".
  */
 #ifndef _GNU_SOURCE
@@ -67,20 +67,23 @@ static void ring_free(lanepool__ring *r) {
 /* Pops one task and checks it is (task_fn, expect). */
 static bool pop_is(lanepool__ring *r, uint64_t expect) {
   lanepool__ring_task t;
-  return lanepool__ring_pop(r, &t) && t.fn == task_fn && from_ctx(t.ctx) == expect;
+  return lanepool__ring_pop(r, &t) && t.fn == task_fn && from_ctx(t.ctx) == expect && !t.arg;
 }
 
 static const char *capacity_then_eagain_body(lanepool__ring *r) {
   for (uint64_t i = 0; i < 8; i++)
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push below capacity failed");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, false) == 0,
+            "push below capacity failed");
   REQUIRE(lanepool__ring_depth(r) == 8, "depth is not 8 after 8 pushes");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), false) == EAGAIN, "9th push not EAGAIN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), NULL, false) == EAGAIN,
+          "9th push not EAGAIN");
   REQUIRE(lanepool__ring_depth(r) == 8, "EAGAIN changed the depth");
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 8, "EAGAIN moved the tail");
   REQUIRE(pop_is(r, 0), "first pop is not item 0");
   REQUIRE(lanepool__ring_depth(r) == 7, "depth is not 7 after a pop");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(8), false) == 0, "push after a pop failed");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), false) == EAGAIN, "full again: not EAGAIN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(8), NULL, false) == 0, "push after a pop failed");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(99), NULL, false) == EAGAIN,
+          "full again: not EAGAIN");
   for (uint64_t i = 1; i <= 8; i++) REQUIRE(pop_is(r, i), "drain out of order");
   lanepool__ring_task t;
   REQUIRE(!lanepool__ring_pop(r, &t), "pop from an empty ring succeeded");
@@ -95,7 +98,7 @@ static const char *fifo_across_wraps_body(lanepool__ring *r) {
     uint64_t n = batch++ % 4 + 1; /* 1, 2, 3, 4, 1, ... */
     uint64_t pushed = 0;
     for (; pushed < n && next_push < total; pushed++, next_push++)
-      REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(next_push), false) == 0, "push failed");
+      REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(next_push), NULL, false) == 0, "push failed");
     REQUIRE(lanepool__ring_depth(r) == pushed, "depth differs from the batch size");
     for (uint64_t i = 0; i < pushed; i++, next_pop++)
       REQUIRE(pop_is(r, next_pop), "popped value is not the next expected one");
@@ -108,16 +111,19 @@ static const char *fifo_across_wraps_body(lanepool__ring *r) {
 
 static const char *closed_refuses_body(lanepool__ring *r) {
   for (uint64_t i = 0; i < 5; i++)
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push before close failed");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, false) == 0,
+            "push before close failed");
   REQUIRE(pop_is(r, 0) && pop_is(r, 1), "pops before close out of order");
   REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 5, "close did not return the push count");
   REQUIRE(lanepool__ring_closed(r), "ring_closed is false after close");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(50), false) == ESHUTDOWN, "push not ESHUTDOWN");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(51), true) == ESHUTDOWN, "own push not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(50), NULL, false) == ESHUTDOWN,
+          "push not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(51), NULL, true) == ESHUTDOWN,
+          "own push not ESHUTDOWN");
   REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 5, "second close moved the count");
   for (uint64_t i = 2; i < 5; i++) {
     REQUIRE(pop_is(r, i), "item queued before close lost or out of order");
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(60), true) == ESHUTDOWN, "push after pop");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(60), NULL, true) == ESHUTDOWN, "push after pop");
   }
   lanepool__ring_task t;
   REQUIRE(!lanepool__ring_pop(r, &t), "pop past the closed tail succeeded");
@@ -128,19 +134,22 @@ static const char *closed_refuses_body(lanepool__ring *r) {
 
 static const char *own_only_admits_own_body(lanepool__ring *r) {
   for (uint64_t i = 0; i < 3; i++)
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "push before OWN_ONLY failed");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, false) == 0,
+            "push before OWN_ONLY failed");
   REQUIRE(lanepool__ring_close(r, LANEPOOL__OWN_ONLY) == 3, "OWN_ONLY close: wrong claim count");
   REQUIRE(!lanepool__ring_closed(r), "OWN_ONLY reads as CLOSED");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(90), false) == LANEPOOL__RING_OWN_ONLY,
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(90), NULL, false) == LANEPOOL__RING_OWN_ONLY,
           "foreign push not refused with LANEPOOL__RING_OWN_ONLY");
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 3, "refused push moved the tail");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(3), true) == 0, "own push refused");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(3), NULL, true) == 0, "own push refused");
   REQUIRE(lanepool__ring_depth(r) == 4, "depth is not 4");
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 4, "own push did not move the tail");
   for (uint64_t i = 0; i < 4; i++) REQUIRE(pop_is(r, i), "own item not in FIFO order");
   REQUIRE(lanepool__ring_close(r, LANEPOOL__CLOSED) == 4, "CLOSED: wrong claim count");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(91), false) == ESHUTDOWN, "foreign not ESHUTDOWN");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(92), true) == ESHUTDOWN, "own not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(91), NULL, false) == ESHUTDOWN,
+          "foreign not ESHUTDOWN");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(92), NULL, true) == ESHUTDOWN,
+          "own not ESHUTDOWN");
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 4, "tail moved after CLOSED");
   return NULL;
 }
@@ -170,7 +179,7 @@ static void *mp_produce(void *arg) {
       if (n > PER_PRODUCER - s) n = PER_PRODUCER - s;
       for (uint64_t i = 0; i < n; i++) ctxs[i] = as_ctx(p->id << SEQ_BITS | (s + i));
       uint64_t pushed = 0;
-      int rc = lanepool__ring_push_n(p->r, task_fn, ctxs, n, false, &pushed);
+      int rc = lanepool__ring_push_n(p->r, task_fn, ctxs, NULL, n, false, &pushed);
       if (rc == EAGAIN) {
         sched_yield();
         continue;
@@ -185,7 +194,7 @@ static void *mp_produce(void *arg) {
   }
   for (uint64_t s = 0; s < PER_PRODUCER; s++) {
     int rc;
-    while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), false)) ==
+    while ((rc = lanepool__ring_push(p->r, task_fn, as_ctx(p->id << SEQ_BITS | s), NULL, false)) ==
            EAGAIN)
       sched_yield();
     if (rc != 0) {
@@ -272,32 +281,61 @@ static const char *push_n_takes_a_prefix_body(lanepool__ring *r) {
   void *ctxs[12];
   for (uint64_t i = 0; i < 12; i++) ctxs[i] = as_ctx(100 + i);
   uint64_t pushed = 99;
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 0, false, &pushed) == 0 && pushed == 0,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 0, false, &pushed) == 0 && pushed == 0,
           "an empty batch is not 0 with 0 pushed");
   for (uint64_t i = 0; i < 5; i++)
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "setup push failed");
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 12, false, &pushed) == 0 && pushed == 3,
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, false) == 0, "setup push failed");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 12, false, &pushed) == 0 && pushed == 3,
           "push_n into 3 free cells of 8 did not take exactly 3");
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, 9, false, &pushed) == EAGAIN && pushed == 0,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, NULL, 9, false, &pushed) == EAGAIN &&
+              pushed == 0,
           "push_n into a full ring is not EAGAIN");
   REQUIRE(pop_is(r, 0) && pop_is(r, 1), "pops failed");
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, 9, false, &pushed) == 0 && pushed == 2,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 3, NULL, 9, false, &pushed) == 0 && pushed == 2,
           "push_n after two pops did not take 2");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(7), false) == EAGAIN, "ring should be full");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(7), NULL, false) == EAGAIN, "ring should be full");
   for (uint64_t i = 2; i < 5; i++) REQUIRE(pop_is(r, i), "single pushes out of order");
   for (uint64_t i = 0; i < 5; i++) REQUIRE(pop_is(r, 100 + i), "batch out of order");
   /* wraps: a batch across the end of the slot array */
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 8, false, &pushed) == 0 && pushed == 8,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 8, false, &pushed) == 0 && pushed == 8,
           "a full-capacity batch across the wrap was not taken whole");
   for (uint64_t i = 0; i < 8; i++) REQUIRE(pop_is(r, 100 + i), "wrapped batch out of order");
   lanepool__ring_close(r, LANEPOOL__OWN_ONLY);
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, false, &pushed) == LANEPOOL__RING_OWN_ONLY,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, false, &pushed) ==
+              LANEPOOL__RING_OWN_ONLY,
           "OWN_ONLY did not refuse a batch from outside");
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, true, &pushed) == 0 && pushed == 2,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, true, &pushed) == 0 && pushed == 2,
           "OWN_ONLY refused an own batch");
   lanepool__ring_close(r, LANEPOOL__CLOSED);
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, 2, true, &pushed) == ESHUTDOWN && pushed == 0,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, true, &pushed) == ESHUTDOWN &&
+              pushed == 0,
           "CLOSED did not refuse a batch");
+  return NULL;
+}
+
+/* ---- the third task word: push and push_n carry `arg` to pop, across wraps ---- */
+static const char *arg_travels_body(lanepool__ring *r) {
+  void *ctxs[4], *args[4];
+  for (uint64_t round = 0; round < 5; round++) { /* 5 x 6 cells through 8: wraps */
+    for (uint64_t i = 0; i < 4; i++) {
+      ctxs[i] = as_ctx(round * 10 + i);
+      args[i] = as_ctx(1000 + round * 10 + i);
+    }
+    uint64_t pushed = 0;
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(round), as_ctx(2000 + round), false) == 0,
+            "push with an arg failed");
+    REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, args, 4, false, &pushed) == 0 && pushed == 4,
+            "push_n with args failed");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(round), NULL, false) == 0, "push failed");
+    lanepool__ring_task t;
+    REQUIRE(lanepool__ring_pop(r, &t) && from_ctx(t.ctx) == round &&
+                from_ctx(t.arg) == 2000 + round,
+            "push's arg did not arrive");
+    for (uint64_t i = 0; i < 4; i++)
+      REQUIRE(lanepool__ring_pop(r, &t) && t.ctx == ctxs[i] && t.arg == args[i],
+              "push_n's args did not arrive in order");
+    REQUIRE(pop_is(r, round), "a NULL arg did not stay NULL");
+  }
   return NULL;
 }
 
@@ -322,7 +360,7 @@ static void *late_publish(void *arg) {
 static const char *claimed_cell_is_waited_for_body(lanepool__ring *r) {
   /* Move the ring off position 0 so the claimed cell is mid-ring. */
   for (uint64_t i = 0; i < 2; i++)
-    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), false) == 0, "setup push failed");
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, false) == 0, "setup push failed");
   REQUIRE(pop_is(r, 0) && pop_is(r, 1), "setup pops failed");
   /* A producer preempted between its tail CAS and its publish, by hand. */
   uint64_t pos = lanepool__ring_tail(r, memory_order_seq_cst);
@@ -367,6 +405,7 @@ int main(void) {
   run("multi_producer_sum", MP_CAPACITY, multi_producer_sum_body);
   run("multi_producer_batches_sum", MP_CAPACITY, multi_producer_batches_sum_body);
   run("push_n_takes_a_prefix", 8, push_n_takes_a_prefix_body);
+  run("arg_travels", 8, arg_travels_body);
   run("claimed_cell_is_waited_for", 8, claimed_cell_is_waited_for_body);
   printf("%d passed, %d failed\n", passed, failed);
   return failed > 0;
