@@ -314,8 +314,8 @@ typedef struct lanepool_config {
    *  times out halves it (that CPU was wasted, and the kernel charges it to the lane),
    *  a park that ended sooner than spin_ns grows it to twice that park (at least
    *  doubling it). 1: always spin spin_ns. A spinning lane is handed out first by
-   *  lanepool_next_lane and lanepool_async, and parks as soon as it finds it was
-   *  preempted (LANEPOOL_SPIN_PREEMPTED_NS). */
+   *  lanepool_next_lane and lanepool_async, and parks as soon as it finds no CPU is
+   *  idle (see interactive_spin_ns). */
   int fixed_spin;
   /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
    *  LanePool's default table. */
@@ -346,16 +346,16 @@ typedef struct lanepool_config {
    *  max_spinning_lanes). lanepool_next_lane and lanepool_async hand that lane out
    *  first, so interactive work that comes at least once per this period starts
    *  without a wake. Cost: while it spins, one CPU, at the band's priority; none once
-   *  the band has been idle this long. A spinner that finds it lost its CPU (a gap of
-   *  LANEPOOL_SPIN_PREEMPTED_NS between two polls) parks at once, in every band, so
-   *  spinning never queues work behind a thread that is not running. */
+   *  the band has been idle this long. In every band a spinner parks at once when it
+   *  finds no CPU is idle: it was preempted (50 us between two polls), or a sibling of
+   *  its band has had work queued, awake, without finishing a task for 20 us (it waits
+   *  for a CPU, maybe the spinner's: the kernel need not run it when the spinner
+   *  yields, since spinning counts against the spinner's share). */
   uint32_t interactive_spin_ns;
 } lanepool_config_t;
 
 /** The largest interactive_spin_ns: 100 ms. */
 #define LANEPOOL_MAX_INTERACTIVE_SPIN_NS 100000000u
-/** A spinning lane whose two polls are this far apart was preempted: it parks. */
-#define LANEPOOL_SPIN_PREEMPTED_NS       50000u
 
 /** Fills the first `struct_size` bytes of `cfg` with defaults and sets
  *  cfg->struct_size. Returns EINVAL (NULL cfg, or a struct_size this library does not

@@ -217,6 +217,12 @@ struct lanepool {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
 };
 
+/* A spinning lane parks when it was preempted (two polls this far apart: no CPU is
+ * idle), and when a sibling of its band has had work queued, awake, without finishing
+ * a task for this long (it waits for a CPU, maybe this one). */
+#define LANEPOOL__SPIN_PREEMPTED_NS  50000u
+#define LANEPOOL__SIBLING_STARVED_NS 20000u
+
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
 extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */

@@ -324,6 +324,34 @@ static inline bool has_work(lanepool_lane_t *lane, memory_order order) {
          atomic_load_explicit(&lane->spill_count, order) != 0;
 }
 
+/* A sibling of the band (one per call, in turn) that is awake with work queued and has
+ * not finished a task for LANEPOOL__SIBLING_STARVED_NS: it is waiting for a CPU, maybe
+ * the one this spinner holds (two lanes on one CPU, the other CPUs busy: the kernel
+ * need not run it when the spinner yields, the spinner being ahead in its share).
+ * `w` keeps what the last call saw. */
+typedef struct {
+  uint32_t next;
+  const lanepool_lane_t *seen;
+  uint64_t seen_executed, seen_at;
+} sibling_watch;
+
+static bool sibling_starved(lanepool_lane_t *lane, sibling_watch *w, uint64_t now) {
+  uint32_t n = lane->pool->lanes_per_band;
+  if (n < 2) return false;
+  if (++w->next % n == lane->index) w->next++;
+  lanepool_lane_t *sib = lane->pool->lanes[lane->band * n + w->next % n];
+  if (atomic_load_explicit(&sib->sleeping, memory_order_relaxed) != LANE_AWAKE ||
+      !has_work(sib, memory_order_relaxed))
+    return false;
+  uint64_t done = atomic_load_explicit(&sib->executed, memory_order_relaxed);
+  if (w->seen == sib && w->seen_executed == done)
+    return now - w->seen_at >= LANEPOOL__SIBLING_STARVED_NS;
+  w->seen = sib;
+  w->seen_executed = done;
+  w->seen_at = now;
+  return false;
+}
+
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
 static bool spin_for_work(lanepool_lane_t *lane) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
@@ -351,6 +379,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   bool found = false;
   uint64_t last = lanepool__now_ns();
   uint64_t deadline = last + budget;
+  sibling_watch watch = {.next = lane->index};
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
@@ -366,7 +395,10 @@ static bool spin_for_work(lanepool_lane_t *lane) {
      * is no idle CPU to spin on, and work sent here would wait for this lane to be
      * scheduled again. Either way, park (work then wakes it: the kernel can place a
      * woken thread where a CPU is free). */
-    if (t >= deadline || t - last >= LANEPOOL_SPIN_PREEMPTED_NS) break;
+    if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
+    /* A sibling waits for a CPU with work queued: free this one (parking lets the
+     * kernel run it here, or pull it here from a busy CPU). */
+    if (sibling_starved(lane, &watch, t)) break;
     last = t;
     sched_yield(); /* cede the core to a runnable producer, if any */
     if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
