@@ -169,6 +169,28 @@ let laneSwift = Subject(
   run: { qos, work in try! lanePool.queue(for: qos).async(work) },
   serialLanes: true)
 
+/// The completion the capture-free subject's closures tick (one W1/W2 round at a time).
+let noCaptureCompletion = Atomic<UInt>(0)
+@inline(never) func tickNoCapture() {
+  let bits = noCaptureCompletion.load(ordering: .relaxed)  // the ring's publish orders it
+  Unmanaged<Completion>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue().tick()
+}
+
+/// As LanePool Swift, with a closure that captures nothing, so it has no context to
+/// allocate: what a Swift submit costs without the caller's own allocation (W1, W2 only).
+let laneSwiftNoCapture = Subject(
+  name: "LanePool Swift, no capture",
+  submitMany: { n, qos, c in
+    noCaptureCompletion.store(UInt(bitPattern: Unmanaged.passUnretained(c).toOpaque()), ordering: .relaxed)
+    for _ in 0..<n { try! lanePool.queue(for: qos).async { tickNoCapture() } }
+  },
+  probe: { qos, slot in
+    let bits = UInt(bitPattern: slot)
+    try! lanePool.queue(for: qos).async { stamp(bits) }
+  },
+  run: { qos, work in try! lanePool.queue(for: qos).async(work) },
+  serialLanes: true)
+
 let laneC = Subject(
   name: "LanePool C fn",
   submitMany: { n, qos, c in cSubmitMany(cPool, n, qos, c) },

@@ -122,6 +122,7 @@ for runIndex in 1...options.repeatCount {
 
   for (key, producers) in [("w1", 1), ("w2", 2)] where options.runs(key) {
     let per = options.tasks / producers
+    let subjects = subjects + [laneSwiftNoCapture]
     for s in subjects { _ = throughput(s, producers: producers, perProducer: max(per / 10, 1000)) }  // warm-up
     var samples: [String: [Double]] = [:]
     for _ in 0..<options.rounds {
@@ -136,7 +137,7 @@ for runIndex in 1...options.repeatCount {
     print(
       "of bound: the median / the limit row's \(producers)-producer bound"
         + (bound.map { " (\(mps($0)))" } ?? " (no limit row in this run)"))
-    let w = [22, 12, 10, 9, 22]
+    let w = [26, 12, 10, 9, 22]
     header(["subject", "tasks/s", "vs GCD YY", "of bound", "all rounds (M/s)"], w)
     var out: [String: ThroughputResult] = [:]
     for s in subjects {
@@ -153,6 +154,12 @@ for runIndex in 1...options.repeatCount {
             s.name, mps(m), ratio(m, med[base]!), r.fractionOfBound.map { String(format: "%.3f", $0) } ?? "-",
             r.rounds.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " "),
           ], w))
+    }
+    // Issue 14 item 3: a Swift closure submit against the C function pointer, same run.
+    let cFn = med[laneC.name]!
+    for name in [laneSwift.name, laneSwiftNoCapture.name] {
+      print("\(name) / LanePool C fn: " + String(format: "%.2f", med[name]! / cFn))
+      ratios.add(key, "tasks/s vs C fn", name, base: laneC.name, med[name]! / cFn)
     }
     if key == "w1" { result.w1 = out } else { result.w2 = out }
   }
@@ -205,11 +212,12 @@ for runIndex in 1...options.repeatCount {
       "W3i the low-latency interactive setting (interactiveSpin \(lowLatencySpin)): W3 at userInteractive, \(options.latencySamples) samples 20 us apart (us);"
     )
     print(
-      "then probes 5 ms apart, one at a time; CPU: what the process's other threads used meanwhile, % of one core (the producer busy-waits and is not counted)"
+      "then probes 200 us apart, one at a time; CPU: what the process's other threads used meanwhile, % of one core (the producer busy-waits and is not counted)"
     )
-    let w = [28, 7, 7, 8, 10, 12, 9, 9, 9, 9]
+    let w = [28, 7, 7, 8, 10, 12, 7, 9, 10, 9]
     header(
-      ["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99.9 vs YY", "CPU %", "5ms p50", "5ms CPU%", "idle CPU%"], w)
+      ["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99.9 vs YY", "CPU %", "200us p50", "200us CPU%", "idle CPU%"], w
+    )
     for name in [gcdYY.name, gcdGlobal.name, laneSwift.name, laneLowLatency.name] {
       let r = res[name]!
       print(
