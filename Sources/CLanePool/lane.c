@@ -340,8 +340,9 @@ static bool sibling_starved(lanepool_lane_t *lane, sibling_watch *w, uint64_t no
   if (n < 2) return false;
   if (++w->next % n == lane->index) w->next++;
   lanepool_lane_t *sib = lane->pool->lanes[lane->band * n + w->next % n];
+  /* Its depth, not has_work(): `ring.head` is private to the sibling's own thread. */
   if (atomic_load_explicit(&sib->sleeping, memory_order_relaxed) != LANE_AWAKE ||
-      !has_work(sib, memory_order_relaxed))
+      lanepool__lane_depth(sib) == 0)
     return false;
   uint64_t done = atomic_load_explicit(&sib->executed, memory_order_relaxed);
   if (w->seen == sib && w->seen_executed == done)
