@@ -32,7 +32,7 @@ extension LanePool {
     /// The low-latency setting of the userInteractive band; nil (default): off. One
     /// userInteractive lane at a time stays awake this long after its last task,
     /// watching for work (a fixed budget with a spinner slot of its own), and
-    /// ``LanePool/queue(for:)`` and ``LanePool/async(qos:_:)`` hand that lane out first,
+    /// `queue(for:)` and `async(qos:_:)` hand that lane out first,
     /// so interactive work that comes at least this often starts without a thread
     /// wake. Cost: one CPU while it spins; nothing once the band has been idle this
     /// long. At most 100 ms. docs/benchmarks.md has the measured latency and CPU cost.
