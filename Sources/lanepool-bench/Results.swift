@@ -62,8 +62,20 @@ struct LimitResult: Codable {
   /// bound(producers: 1) and bound(producers: 2): W1's and W2's.
   var oneProducerBound: Double
   var twoProducersBound: Double
+  /// The ring across two cores (a pinned producer and a pinned consumer, both spinning):
+  /// ns per task, median and rounds; nil with fewer than 2 allowed CPUs.
+  var crossCoreNs: Double?
+  var crossCoreNsRounds: [Double]?
+  /// Tasks/s through one such pair: 1 / crossCoreNs. Both threads are busy for every
+  /// task, so on 2 cores this bounds W1 and W2 alike, cache-line transfers included.
+  var crossCoreBound: Double? { crossCoreNs.map { 1e9 / $0 } }
 
-  init(ringCapacity: Int, tasks: Int, nproc: Int, pushNsRounds: [Double], popNsRounds: [Double]) {
+  init(
+    ringCapacity: Int, tasks: Int, nproc: Int, pushNsRounds: [Double], popNsRounds: [Double],
+    crossCoreNsRounds: [Double]? = nil
+  ) {
+    self.crossCoreNsRounds = crossCoreNsRounds
+    crossCoreNs = crossCoreNsRounds.map(median)
     self.ringCapacity = ringCapacity
     self.tasks = tasks
     self.nproc = nproc
@@ -92,6 +104,7 @@ struct LimitResult: Codable {
     case allCoresBound = "bound_all_cores_tasks_per_s"
     case oneProducerBound = "bound_1_producer_tasks_per_s"
     case twoProducersBound = "bound_2_producers_tasks_per_s"
+    case crossCoreNs = "cross_core_ns", crossCoreNsRounds = "cross_core_ns_rounds"
   }
 }
 

@@ -46,9 +46,20 @@ func ringLimit(tasks: Int, rounds: Int) -> LimitResult {
     push.append(r.push)
     pop.append(r.pop)
   }
+  // The same ring across two cores, pinned, both sides spinning (no wakes).
+  var cross: [Double]? = nil
+  let cpus = allowedCPUs()
+  if cpus.count >= 2 {
+    cross = (0..<rounds).map { _ in
+      var ns = 0.0
+      let rc = lpb_ring_cross_core(UInt64(tasks), capacity, Int32(cpus[0]), Int32(cpus[1]), &ns)
+      if rc != 0 { fatalError("lpb_ring_cross_core: \(rc)") }
+      return ns
+    }
+  }
   return LimitResult(
     ringCapacity: Int(capacity), tasks: tasks, nproc: ProcessInfo.processInfo.activeProcessorCount,
-    pushNsRounds: push, popNsRounds: pop)
+    pushNsRounds: push, popNsRounds: pop, crossCoreNsRounds: cross)
 }
 
 // MARK: - W1, W2: throughput

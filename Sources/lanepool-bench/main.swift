@@ -116,6 +116,10 @@ for runIndex in 1...options.repeatCount {
     print(row(["bound, \(l.nproc) cores: nproc/(push+pop)", mps(l.allCoresBound)], w))
     print(row(["W1 bound, 1 producer: min(1/push, nproc/(push+pop))", mps(l.oneProducerBound)], w))
     print(row(["W2 bound, 2 producers: min(2/push, nproc/(push+pop))", mps(l.twoProducersBound)], w))
+    if let ns = l.crossCoreNs, let b = l.crossCoreBound {
+      print(row(["ns per task across two cores (pinned producer, consumer)", String(format: "%.2f", ns)], w))
+      print(row(["cross-core bound, W1 and W2 on 2 cores: 1/that", mps(b)], w))
+    }
   }
 
   // MARK: W1, W2
@@ -154,6 +158,14 @@ for runIndex in 1...options.repeatCount {
             s.name, mps(m), ratio(m, med[base]!), r.fractionOfBound.map { String(format: "%.3f", $0) } ?? "-",
             r.rounds.map { String(format: "%.2f", $0 / 1e6) }.joined(separator: " "),
           ], w))
+    }
+    if let cross = result.limit?.crossCoreBound {
+      print(
+        "of the cross-core bound (\(mps(cross))): "
+          + subjects.map { "\($0.name) " + String(format: "%.3f", med[$0.name]! / cross) }.joined(separator: ", "))
+      for s in subjects {
+        ratios.add(key, "tasks/s of cross-core bound", s.name, base: "cross-core bound", med[s.name]! / cross)
+      }
     }
     // Issue 14 item 3: a Swift closure submit against the C function pointer, same run.
     let cFn = med[laneC.name]!

@@ -10,4 +10,11 @@ int lpb_set_affinity(const int *cpus, int count);
  *  ring: *push_ns and *pop_ns per task. 0, EINVAL, ENOMEM, or EIO (the ring refused a
  *  push or a pop, or a task did not run: a bug). */
 int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *pop_ns);
+/** The same ring across two cores: a producer thread pinned to `producer_cpu` pushes
+ *  `tasks` tiny tasks (retrying while the ring is full), a consumer thread pinned to
+ *  `consumer_cpu` pops and calls them (polling while it is empty); *ns_per_task is the
+ *  wall time from the start signal until both are done, per task. A CPU < 0 is not
+ *  pinned. 0, EINVAL, ENOMEM, EIO (a task lost: a bug), or pthread_create's error. */
+int lpb_ring_cross_core(uint64_t tasks, uint32_t capacity, int producer_cpu, int consumer_cpu,
+                        double *ns_per_task);
 #endif
