@@ -1,11 +1,13 @@
 /*
  * w3_probe.c - lanepool-bench's W3 in plain C, instrumented, for scripts/w3-trace:
  * one producer busy-waits 20 us between probes (at most 64 in flight), each probe a
- * lanepool_next_lane + lanepool_lane_async of a task that stamps when it starts. For
- * the slowest probe it prints which lane it was sent to and ran on, the lane's parking
+ * lanepool_next_lane + lanepool_lane_async of a task that stamps when it starts. It
+ * prints how many probes took over 500 us, how many of those were picked while a lane
+ * offered itself (the warm path) and how many went to a lane whose parking word said
+ * awake; for the slowest probe, which lane it was sent to and ran on, the lane's parking
  * word just before and after the submit (0 awake, 1 parked: a wake was needed) and how
- * long the submit took, then p50 / p99 / p99.9 / max. Reads the core's internal.h (the
- * parking word); not part of the library or of CI.
+ * long the submit took; then p50 / p99 / p99.9 / max. Reads the core's internal.h (the
+ * parking word, the warm word); not part of the library or of CI.
  *
  *   cc -O2 -pthread -Iinclude -ISources/CLanePool Tests/perf/w3_probe.c \
  *      Sources/CLanePool/(all).c -o w3_probe
@@ -30,6 +32,7 @@ typedef struct {
   uint64_t t0, t1, submitted;
   lanepool_lane_t *sent_to, *ran_on;
   uint32_t before, after;
+  uint32_t offered; /* a lane of the band offered itself (warm) when this probe was picked */
 } probe_slot;
 
 static atomic_long done;
@@ -68,6 +71,7 @@ int main(int argc, char **argv) {
     while (now() < next) {}
     next += 20000;
     lanepool_lane_t *l = NULL;
+    s[i].offered = atomic_load(&p->warm[lanepool_band_index(qos)].value) != 0;
     lanepool_next_lane(p, qos, &l);
     s[i].sent_to = l;
     s[i].before = atomic_load(&l->sleeping);
@@ -83,6 +87,16 @@ int main(int argc, char **argv) {
     if (lat[i] > lat[worst]) worst = i;
     if (lat[i] > 1000000) over_1ms++;
   }
+  int slow = 0, slow_offered = 0, slow_awake = 0;
+  for (int i = 0; i < n; i++)
+    if (s[i].t1 - s[i].t0 > 500000) {
+      slow++;
+      slow_offered += s[i].offered != 0;
+      slow_awake += s[i].before == 0;
+    }
+  printf("probes over 500 us: %d; picked while a lane offered itself: %d; sent to a lane whose "
+         "parking word said awake: %d\n",
+         slow, slow_offered, slow_awake);
   lanepool_lane_t *lane0 = NULL;
   lanepool_get_lane(p, qos, 0, &lane0);
   probe_slot *w = &s[worst];
