@@ -199,8 +199,8 @@ struct lanepool {
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
   uint32_t max_spinners; /* [once] */
-  /* The low-latency interactive band's own spinner slot: 1 while one of its lanes
-   * spins. [atomic: relaxed; the exchange that takes it is the only test] */
+  /* The low-latency interactive band's own spinners, counted like `spinners` with a
+   * cap of 1. [atomic: relaxed; a soft limit] */
   _Atomic uint32_t interactive_spinner;
 
   /* round-robin counters, one cache line each. [atomic: relaxed] */

@@ -360,12 +360,10 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   /* Take a spinner slot, or park at once: spinning lanes must leave cores to the
    * producers (a soft cap: a relaxed counter, no ordering needed). The low-latency
    * interactive band has one slot of its own. */
-  _Atomic uint32_t *spinners = &lane->pool->spinners;
-  if (lane->low_latency) {
-    spinners = &lane->pool->interactive_spinner;
-    if (atomic_exchange_explicit(spinners, 1, memory_order_relaxed) != 0) return false;
-  } else if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >=
-             lane->pool->max_spinners) {
+  _Atomic uint32_t *spinners =
+      lane->low_latency ? &lane->pool->interactive_spinner : &lane->pool->spinners;
+  uint32_t slots = lane->low_latency ? 1 : lane->pool->max_spinners;
+  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= slots) {
     atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
     return false;
   }
@@ -409,10 +407,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   if (me)
     atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
                                             memory_order_relaxed);
-  if (lane->low_latency)
-    atomic_store_explicit(spinners, 0, memory_order_relaxed);
-  else
-    atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
   /* A spin that timed out burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
