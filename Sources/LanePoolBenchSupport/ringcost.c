@@ -28,20 +28,32 @@ static uint64_t lpb_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A ring of `capacity` cells (a power of two), cache-line aligned; NULL on ENOMEM. */
+static lanepool__ring *lpb_ring_new(uint32_t capacity) {
+  lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__slot) * capacity);
+  lanepool__ring *ring = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__ring));
+  if (!slots || !ring) {
+    free(slots);
+    free(ring);
+    return NULL;
+  }
+  lanepool__ring_init(ring, slots, capacity);
+  return ring;
+}
+
+static void lpb_ring_free(lanepool__ring *ring) {
+  free(ring->slots);
+  free(ring);
+}
+
 /* The tiny task: what W1's C subject runs, less the completion check. */
 __attribute__((noinline)) static void lpb_tiny(void *ctx) { ++*(volatile uint64_t *)ctx; }
 
 int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *pop_ns) {
   if (!push_ns || !pop_ns || tasks == 0 || capacity < 2 || (capacity & (capacity - 1)) != 0)
     return EINVAL;
-  lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__slot) * capacity);
-  lanepool__ring *ring = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__ring));
-  if (!slots || !ring) {
-    free(slots);
-    free(ring);
-    return ENOMEM;
-  }
-  lanepool__ring_init(ring, slots, capacity);
+  lanepool__ring *ring = lpb_ring_new(capacity);
+  if (!ring) return ENOMEM;
   uint64_t counter = 0, push_total = 0, pop_total = 0;
   int rc = 0;
   for (uint64_t done = 0; done < tasks && rc == 0;) {
@@ -68,8 +80,7 @@ int lpb_ring_cost(uint64_t tasks, uint32_t capacity, double *push_ns, double *po
     done += batch;
   }
   if (rc == 0 && counter != tasks) rc = EIO;
-  free(slots);
-  free(ring);
+  lpb_ring_free(ring);
   if (rc) return rc;
   *push_ns = (double)push_total / (double)tasks;
   *pop_ns = (double)pop_total / (double)tasks;
@@ -124,14 +135,8 @@ static void *lpb_consumer(void *arg) {
 int lpb_ring_cross_core(uint64_t tasks, uint32_t capacity, int producer_cpu, int consumer_cpu,
                         double *ns_per_task) {
   if (!ns_per_task || tasks == 0 || capacity < 2 || (capacity & (capacity - 1)) != 0) return EINVAL;
-  lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__slot) * capacity);
-  lanepool__ring *ring = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof(lanepool__ring));
-  if (!slots || !ring) {
-    free(slots);
-    free(ring);
-    return ENOMEM;
-  }
-  lanepool__ring_init(ring, slots, capacity);
+  lanepool__ring *ring = lpb_ring_new(capacity);
+  if (!ring) return ENOMEM;
   _Atomic int go = 0;
   lpb_side prod = {ring, tasks, producer_cpu, 0, &go, 0};
   lpb_side cons = {ring, tasks, consumer_cpu, 0, &go, 0};
@@ -155,7 +160,6 @@ int lpb_ring_cross_core(uint64_t tasks, uint32_t capacity, int producer_cpu, int
     else
       *ns_per_task = (double)(t1 - t0) / (double)tasks;
   }
-  free(slots);
-  free(ring);
+  lpb_ring_free(ring);
   return rc;
 }
