@@ -17,8 +17,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LANEPOOL__CACHE_LINE 64
-#define LANEPOOL__MAX_NODES  1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
+#define LANEPOOL__CACHE_LINE  64
+/* Tasks a lane moves out of its overflow list per critical section (see spill_take). */
+#define LANEPOOL__SPILL_BATCH 32u
+#define LANEPOOL__MAX_NODES   1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 #include "inject.h"
 #include "ring.h"
@@ -144,7 +146,15 @@ struct lanepool_lane {
   uint64_t spill_cap;           /* [spill_lock] */
   uint64_t spill_head;          /* [spill_lock] */
   int spill_intake;             /* [spill_lock] LANEPOOL__OPEN / INTAKE_OWN_ONLY / CLOSED */
-  _Atomic uint64_t overflowed;  /* [atomic: relaxed] statistics */
+  _Atomic uint64_t overflowed;  /* [spill_lock for writes; atomic relaxed] statistics */
+
+  /* ---- tasks taken from the overflow list, run before anything else ---- */
+  /* [cons; the discard pass reads them after the join] batch[batch_next..batch_end) are
+   * still to run. Taken in one critical section while the ring was empty, so they are
+   * older than anything claimed in the ring since (lane.c, spill_take). */
+  alignas(LANEPOOL__CACHE_LINE) uint32_t batch_next, batch_end;
+  _Atomic uint64_t batch_left; /* [cons, atomic: relaxed] what depth counts of them */
+  lanepool__task batch[LANEPOOL__SPILL_BATCH];
 };
 
 /* The pool's life (docs/architecture.md draws it):

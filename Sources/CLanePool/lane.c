@@ -127,6 +127,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->spill_count, 0);
   atomic_init(&lane->spill_in, 0);
   atomic_init(&lane->overflowed, 0);
+  atomic_init(&lane->batch_left, 0);
   atomic_init(&lane->userdata, NULL);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
@@ -190,12 +191,17 @@ static int spill_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs
     lane->spill[(lane->spill_head + len + i) % lane->spill_cap] =
         (lanepool__task){fn, ctxs[i], args ? args[i] : NULL};
   LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
-  /* release: pairs with the drain scan's acquire (lanepool__lane_accepted). */
-  atomic_fetch_add_explicit(&lane->spill_in, n, memory_order_release);
+  /* The three counters are written only under spill_lock: stores, not read-modify-writes.
+   * release: pairs with the drain scan's acquire (lanepool__lane_accepted). */
+  atomic_store_explicit(&lane->spill_in,
+                        atomic_load_explicit(&lane->spill_in, memory_order_relaxed) + n,
+                        memory_order_release);
+  atomic_store_explicit(&lane->overflowed,
+                        atomic_load_explicit(&lane->overflowed, memory_order_relaxed) + n,
+                        memory_order_relaxed);
   /* seq_cst: ordered before the `sleeping` load in lanepool__lane_push. */
-  atomic_fetch_add_explicit(&lane->spill_count, n, memory_order_seq_cst);
+  atomic_store_explicit(&lane->spill_count, len + n, memory_order_seq_cst);
   pthread_mutex_unlock(&lane->spill_lock);
-  atomic_fetch_add_explicit(&lane->overflowed, n, memory_order_relaxed);
   return 0;
 }
 
@@ -205,7 +211,21 @@ static int spill_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *ar
 
 typedef enum { SPILL_EMPTY, SPILL_TOOK, SPILL_RING_FIRST } spill_result;
 
-static spill_result spill_pop(lanepool_lane_t *lane, lanepool__task *out) {
+/* The lane's (or, after the join, the discard pass's) next task from the batch. */
+static inline bool batch_pop(lanepool_lane_t *lane, lanepool__task *out) {
+  if (lane->batch_next == lane->batch_end) return false;
+  *out = lane->batch[lane->batch_next++];
+  atomic_store_explicit(&lane->batch_left, lane->batch_end - lane->batch_next,
+                        memory_order_relaxed);
+  return true;
+}
+
+/* Moves up to LANEPOOL__SPILL_BATCH tasks, the oldest, from the overflow list into the
+ * lane's batch (which must be empty) in one critical section: one lock per batch, not
+ * per task, while producers keep appending. The batch runs before anything else: the
+ * ring was empty when it was taken (checked under the lock), so every ring claim since
+ * is newer, and a producer appends to the list as long as it is not empty. */
+static spill_result spill_take(lanepool_lane_t *lane) {
   if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) return SPILL_EMPTY;
   pthread_mutex_lock(&lane->spill_lock);
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
@@ -219,9 +239,17 @@ static spill_result spill_pop(lanepool_lane_t *lane, lanepool__task *out) {
     pthread_mutex_unlock(&lane->spill_lock);
     return SPILL_RING_FIRST;
   }
-  *out = lane->spill[lane->spill_head];
-  lane->spill_head = (lane->spill_head + 1) % lane->spill_cap;
-  atomic_store_explicit(&lane->spill_count, len - 1, memory_order_seq_cst);
+  uint32_t k = len < LANEPOOL__SPILL_BATCH ? (uint32_t)len : LANEPOOL__SPILL_BATCH;
+  for (uint32_t i = 0; i < k; i++) {
+    lane->batch[i] = lane->spill[lane->spill_head];
+    lane->spill_head = (lane->spill_head + 1) % lane->spill_cap;
+  }
+  lane->batch_next = 0;
+  lane->batch_end = k;
+  /* Counted in the batch before it leaves the list: depth may count it twice for a
+   * moment, never zero times. */
+  atomic_store_explicit(&lane->batch_left, k, memory_order_relaxed);
+  atomic_store_explicit(&lane->spill_count, len - k, memory_order_seq_cst);
   pthread_mutex_unlock(&lane->spill_lock);
   return SPILL_TOOK;
 }
@@ -290,8 +318,10 @@ static int lane_push_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ct
 }
 
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane) {
+  lanepool_lane_t *l = (lanepool_lane_t *)lane;
   return lanepool__ring_depth(&lane->ring) +
-         atomic_load_explicit(&((lanepool_lane_t *)lane)->spill_count, memory_order_relaxed);
+         atomic_load_explicit(&l->spill_count, memory_order_relaxed) +
+         atomic_load_explicit(&l->batch_left, memory_order_relaxed);
 }
 
 /* Tasks ever accepted: ring claims plus overflow appends. Monotonic. */
@@ -480,6 +510,13 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
     }
   }
   pthread_mutex_unlock(&lane->spill_lock);
+  for (uint32_t i = lane->batch_next; i < lane->batch_end; i++) {
+    lanepool__task *task = &lane->batch[i];
+    if (task->fn == sync_trampoline && !task->arg) {
+      sync_discard(task->ctx);
+      task->fn = NULL;
+    }
+  }
 }
 
 /* A forked child that was made by a task (fork() inside a task) is a copy of this lane
@@ -520,15 +557,15 @@ static void lane_loop(lanepool_lane_t *lane) {
       break;
     }
     lanepool__task task;
-    bool got = lanepool__ring_pop(&lane->ring, &task);
+    bool got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) != lane->ring.head) {
         cpu_relax(); /* a producer claimed a cell and is about to publish it */
         continue;
       }
-      spill_result sr = spill_pop(lane, &task);
+      spill_result sr = spill_take(lane);
       if (sr == SPILL_RING_FIRST) continue;
-      got = sr == SPILL_TOOK;
+      got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
@@ -677,15 +714,18 @@ static void discard_task(const lanepool__task *task, lanepool_discard_fn discard
  * discard callback like any other). */
 void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
                                 void *discard_arg) {
+  lanepool__task task;
+  /* The batch first: it is older than the ring's tasks (see spill_take). */
+  while (batch_pop(lane, &task)) discard_task(&task, discard, discard_arg);
   lanepool__ring *r = &lane->ring;
   uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
   for (; r->head < end;) {
     (void)lanepool__ring_wait_cell(r, r->head);
-    lanepool__task task = {NULL, NULL, NULL};
+    task = (lanepool__task){NULL, NULL, NULL};
     if (lanepool__ring_pop(r, &task)) discard_task(&task, discard, discard_arg);
   }
-  lanepool__task task;
-  while (spill_pop(lane, &task) == SPILL_TOOK) discard_task(&task, discard, discard_arg);
+  while (spill_take(lane) == SPILL_TOOK)
+    while (batch_pop(lane, &task)) discard_task(&task, discard, discard_arg);
 }
 
 /* ---- public lane API -------------------------------------------------------- */

@@ -1470,6 +1470,95 @@ static void test_low_latency_band_spins_with_a_slot_of_its_own(void) {
 }
 
 /* ================================================================================
+ * The overflow list's batches: a lane moves up to LANEPOOL__SPILL_BATCH tasks out of
+ * its overflow list per critical section and runs them before anything else. The lane
+ * is stopped inside such a batch (task OB_GATE), with a cross-lane sync queued behind
+ * it in the same batch: order, depth, and what a drain or a cancel does with the rest.
+ * ================================================================================ */
+
+enum { OB_TASKS = 200, OB_MORE = 10, OB_GATE = 10, OB_SYNC = 15 };
+static atomic_int ob_gate, ob_in_gate, ob_ran_n, ob_disc_n;
+static int ob_ran[OB_TASKS + OB_MORE], ob_disc[OB_TASKS + OB_MORE];
+static void ob_task(void *ctx) {
+  int i = (int)(uintptr_t)ctx;
+  ob_ran[atomic_fetch_add(&ob_ran_n, 1)] = i;
+  if (i == OB_GATE) {
+    atomic_store(&ob_in_gate, 1);
+    while (!atomic_load(&ob_gate)) sched_yield();
+  }
+}
+static void ob_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)arg;
+  CHECK(fn == ob_task);
+  ob_disc[atomic_fetch_add(&ob_disc_n, 1)] = (int)(uintptr_t)ctx;
+}
+
+static void test_overflow_batch_keeps_order_depth_and_cancel(void) {
+  begin("overflow_batch_keeps_order_depth_and_cancel", 60);
+  for (int cancel = 0; cancel < 2; cancel++) {
+    atomic_store(&ob_gate, 0);
+    atomic_store(&ob_in_gate, 0);
+    atomic_store(&ob_ran_n, 0);
+    atomic_store(&ob_disc_n, 0);
+    lanepool_t *p = make_pool("obatch", 1, 2, 0); /* ring of 2: the rest overflows */
+    lanepool_lane_t *a = lane_of(p, LANEPOOL_QOS_BACKGROUND, 0);
+    lanepool_lane_t *b = lane_of(p, LANEPOOL_QOS_UTILITY, 0);
+    hold_lane(a);
+    for (int i = 0; i < OB_SYNC; i++)
+      CHECK_RC(lanepool_lane_async(a, ob_task, (void *)(uintptr_t)i), 0);
+    /* B's task syncs onto A: queued as A's task OB_SYNC (A is busy, so not inline). */
+    cross_sync c = {.target = a};
+    atomic_init(&c.rc, -1);
+    atomic_init(&c.done, 0);
+    CHECK_RC(lanepool_lane_async(b, sync_onto_other_lane, &c), 0);
+    while (lanepool__lane_accepted(a) < 1 + OB_SYNC + 1) sched_yield(); /* gate + 0..14 + sync */
+    for (int i = OB_SYNC + 1; i < OB_TASKS; i++)
+      CHECK_RC(lanepool_lane_async(a, ob_task, (void *)(uintptr_t)i), 0);
+    lanepool_lane_info_t info;
+    CHECK_RC(lanepool_lane_info(a, &info), 0);
+    CHECK(info.depth == OB_TASKS);
+    atomic_store(&gate, 1); /* A runs 0 and 1 from its ring, takes 2..33 as a batch */
+    while (!atomic_load(&ob_in_gate)) sched_yield();
+    /* Inside task 10: 11..33 (with the sync) wait in the batch, 34..199 in the list. */
+    CHECK_RC(lanepool_lane_info(a, &info), 0);
+    CHECK(info.depth == OB_TASKS - OB_GATE - 1);
+    for (int i = OB_TASKS; i < OB_TASKS + OB_MORE; i++) /* behind the list, not in the ring */
+      CHECK_RC(lanepool_lane_async(a, ob_task, (void *)(uintptr_t)i), 0);
+    int expect_ran = OB_TASKS + OB_MORE - 1, expect_disc = 0;
+    if (cancel) {
+      cancel_arg ca = {.pool = p, .discard = ob_discard, .rc = -1};
+      pthread_t t;
+      pthread_create(&t, NULL, cancel_with, &ca);
+      wait_shut_down(p);
+      atomic_store(&ob_gate, 1);
+      pthread_join(t, NULL);
+      CHECK_RC(ca.rc, 0);
+      expect_ran = OB_GATE + 1;
+      expect_disc = OB_TASKS + OB_MORE - OB_GATE - 2; /* all but 0..10 and the sync */
+      CHECK(atomic_load(&c.done) == 1);
+      CHECK(atomic_load(&c.rc) == ECANCELED);
+    } else {
+      atomic_store(&ob_gate, 1);
+      CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+      CHECK(atomic_load(&c.rc) == 0);
+    }
+    CHECK(atomic_load(&ob_ran_n) == expect_ran);
+    CHECK(atomic_load(&ob_disc_n) == expect_disc);
+    /* Both logs in submission order, the sync's slot skipped, nothing twice. */
+    int next = 0;
+    for (int k = 0; k < atomic_load(&ob_ran_n); k++, next++) {
+      if (next == OB_SYNC) next++;
+      CHECK(ob_ran[k] == next);
+    }
+    for (int k = 0; k < atomic_load(&ob_disc_n); k++, next++) {
+      if (next == OB_SYNC) next++;
+      CHECK(ob_disc[k] == next);
+    }
+    CHECK_RC(lanepool_destroy(p), 0);
+  }
+}
+
+/* ================================================================================
  * The deterministic interleaving run.
  * ================================================================================ */
 
@@ -1682,6 +1771,7 @@ int main(int argc, char **argv) {
       T(test_batch_on_full_hard_capacity_lane_takes_a_prefix),
       T(test_spinning_lane_goes_to_one_picker_then_the_rotation_goes_on),
       T(test_low_latency_band_spins_with_a_slot_of_its_own),
+      T(test_overflow_batch_keeps_order_depth_and_cancel),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
