@@ -40,15 +40,15 @@ extension LanePool {
     /// - Throws: ``LanePoolError/shutDown`` after the pool has shut down,
     ///   ``LanePoolError/full`` when the pool has a hard capacity and this lane is full.
     ///   When it throws, `work` was not accepted and will never run.
-    public func async(_ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
-      try async(work, onDiscard: nil)
+    public func async(_ work: consuming @escaping @Sendable () -> Void) throws(LanePoolError) {
+      try submitClosure(work) { lanepool_lane_async2(raw, $0, $1, $2) }
     }
 
     /// As ``async(_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown
     /// discards the task (on the thread that called shutdown, after the lanes exited).
     /// (Package-visible: LanePoolDispatch's `LaneQueue.async(group:execute:)` uses it.)
     package func async(
-      _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
+      _ work: consuming @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
     ) throws(LanePoolError) {
       if let onDiscard {
         try submitTask(work, onDiscard: onDiscard) { lanepool_lane_async(raw, $0, $1) }

@@ -162,14 +162,14 @@ public final class LanePool: @unchecked Sendable {
   /// less loaded of two picked at random.
   /// For unordered work; use ``queue(for:)-method`` or a keyed lane when order matters.
   /// - Throws: as ``Lane/async(_:)``.
-  public func async(qos: QoS, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
-    try async(qos: qos, work, onDiscard: nil)
+  public func async(qos: QoS, _ work: consuming @escaping @Sendable () -> Void) throws(LanePoolError) {
+    try submitClosure(work) { lanepool_async2(core.raw, qos.c, $0, $1, $2) }
   }
 
   /// As ``async(qos:_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown
   /// discards the task.
   func async(
-    qos: QoS, _ work: @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
+    qos: QoS, _ work: consuming @escaping @Sendable () -> Void, onDiscard: (@Sendable () -> Void)?
   ) throws(LanePoolError) {
     if let onDiscard {
       try submitTask(work, onDiscard: onDiscard) { lanepool_async(core.raw, qos.c, $0, $1) }

@@ -45,6 +45,26 @@ func retainedClosure(_ work: @escaping @Sendable () -> Void) -> ClosureWords {
   return words
 }
 
+/// `work`'s two words, taking over the +1 on its context that the caller handed in:
+/// no retain here and no release when `work` goes out of scope, where
+/// ``retainedClosure(_:)`` pays both (two atomic operations on the context's reference
+/// count, a line the lane that runs the task also writes). The closure is moved into
+/// the words' own storage and never destroyed there, so its +1 now belongs to the words.
+@inline(__always)
+func ownedClosureWords(_ work: consuming @escaping @Sendable () -> Void) -> ClosureWords {
+  var words = ClosureWords(code: UnsafeRawPointer(bitPattern: 1)!, context: nil)  // trivial: may be overwritten
+  moveClosure(ClosureValue(work: consume work), into: &words)
+  return words
+}
+
+/// Moves `value` into `storage` (the two words' memory; ``ClosureValue`` has their
+/// layout, which `closureIsTwoWords` checks) without destroying anything: the memory
+/// held a trivial value, so initializing over it is allowed.
+@inline(__always)
+private func moveClosure(_ value: consuming ClosureValue, into storage: UnsafeMutableRawPointer) {
+  storage.initializeMemory(as: ClosureValue.self, to: consume value)
+}
+
 /// Drops the C task's +1 on a closure context (nil: nothing captured, nothing to drop).
 @inline(__always)
 func releaseClosure(context: UnsafeMutableRawPointer?) {
@@ -66,19 +86,19 @@ let closureTrampoline: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRa
 }
 
 /// Hands `work` to C as a two-argument task (no allocation beyond the closure's own
-/// context): calls `submit` with ``closureTrampoline``, the context (`a`) and the code
+/// context, and the caller's +1 on it handed over, not copied): calls `submit` with ``closureTrampoline``, the context (`a`) and the code
 /// (`b`), and when C refuses it drops the +1 on the context, so `work` never runs and
 /// nothing leaks, and throws the refusal; `context` says what EAGAIN means for that call.
 /// A cancelling shutdown's discard callback (Shutdown.swift) releases a discarded one.
 @inline(__always)
 func submitClosure(
-  _ work: @escaping @Sendable () -> Void,
+  _ work: consuming @escaping @Sendable () -> Void,
   context: @autoclosure () -> LanePoolError.Context = .submit,
   _ submit: (
     _ trampoline: lanepool_fn2, _ a: UnsafeMutableRawPointer?, _ b: UnsafeMutableRawPointer
   ) -> Int32
 ) throws(LanePoolError) {
-  let words = retainedClosure(work)
+  let words = ownedClosureWords(work)
   let rc = submit(closureTrampoline, words.context, UnsafeMutableRawPointer(mutating: words.code))
   if rc != 0 {
     releaseClosure(context: words.context)
