@@ -13,7 +13,7 @@ public struct LaneQueue: Sendable, Hashable {
 
   /// Runs `work` on the lane after everything queued before it (`DispatchQueue.async`).
   /// A refusal stops the program with a message: YY pools never shut down.
-  public func async(execute work: @escaping @Sendable () -> Void) {
+  public func async(execute work: consuming @escaping @Sendable () -> Void) {
     do { try lane.async(work) } catch { refused(error) }
   }
 
