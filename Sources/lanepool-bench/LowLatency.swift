@@ -87,3 +87,47 @@ func runW3i(samples: Int) -> [String: LowLatencyResult] {
   }
   return out
 }
+
+// W3's real-time subject: the userInitiated band as SCHED_FIFO (priority 1), an opt-in
+// policy (`allowRealtime`), to show what the tail is made of. A SCHED_OTHER lane that
+// is woken waits for a CPU behind whatever else runs there (here the sandbox's agent,
+// for milliseconds at a time); a real-time lane preempts it.
+
+/// A pool like the bench's Swift pool, with userInitiated lanes under SCHED_FIFO 1.
+let realtimePool: LanePool = {
+  var c = LanePool.Configuration()
+  c.name = "benchrt"
+  c.lanesPerBand = lanesPerBand
+  var policies = benchPolicies
+  var ui = BandPolicy.default(for: .userInitiated)
+  ui.scheduler = .fifo(priority: 1)
+  ui.nice = 0
+  ui.slice = nil
+  policies[.userInitiated] = ui
+  c.policies = policies
+  c.allowRealtime = true
+  return try! LanePool(configuration: c)
+}()
+
+/// What the real-time pool's userInitiated lanes got: "fifo", or the refusal (an
+/// unprivileged run falls back to SCHED_OTHER and says so here).
+func realtimeApplied() -> String {
+  let got = realtimePool.lanes(for: .userInitiated).map { lane -> String in
+    let s = lane.info.policy.scheduler
+    return s.error == nil && s.got == 1  // SCHED_FIFO
+      ? "fifo" : "refused (errno \(s.error ?? 0)), runs as scheduler \(s.got)"
+  }
+  return Set(got).sorted().joined(separator: "; ")
+}
+
+let laneRealtime = Subject(
+  name: "LanePool Swift, real-time",
+  submitMany: { n, qos, c in
+    for _ in 0..<n { try! realtimePool.queue(for: qos).async { c.tick() } }
+  },
+  probe: { qos, slot in
+    let bits = UInt(bitPattern: slot)
+    try! realtimePool.queue(for: qos).async { stamp(bits) }
+  },
+  run: { qos, work in try! realtimePool.queue(for: qos).async(work) },
+  serialLanes: true)

@@ -192,6 +192,7 @@ for runIndex in 1...options.repeatCount {
 
   if options.runs("w3") {
     var res: [String: Percentiles] = [:]
+    let subjects = subjects + [laneRealtime]
     for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
     for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
     let b = res[base]!
@@ -199,7 +200,8 @@ for runIndex in 1...options.repeatCount {
     print(
       "W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)"
     )
-    let w = [22, 8, 8, 8, 12, 12, 14]
+    print("real-time: userInitiated lanes under SCHED_FIFO 1 (allowRealtime), opt-in; applied: \(realtimeApplied())")
+    let w = [26, 8, 8, 8, 12, 12, 14]
     header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
     for s in subjects {
       let r = res[s.name]!
