@@ -64,16 +64,18 @@ def main(src: str, dst: str, run: int) -> None:
     if "w3" in r:
         pcts = [("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9")]
         width = 0.26
+        # W3 also has the opt-in real-time subject (files from before it do not).
+        w3order = order + [s for s in ["LanePool Swift, real-time"] if s in r["w3"]]
         for k, (field, label) in enumerate(pcts):
-            vals = [r["w3"][s][field] for s in order]
-            xs = [i + (k - 1) * width for i in range(len(order))]
+            vals = [r["w3"][s][field] for s in w3order]
+            xs = [i + (k - 1) * width for i in range(len(w3order))]
             ax.bar(xs, vals, width, label=label, color=["#90caf9", "#1e88e5", "#0d47a1"][k])
         if "floor" in r:
             ax.axhline(r["floor"]["cross_core"]["p50_us"], color="red", linestyle="--", linewidth=1,
                        label="cond. variable p50, 2 cores")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=20, ha="right", fontsize=8)
+        ax.set_xticks(range(len(w3order)))
+        ax.set_xticklabels(w3order, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel("submit -> start, microseconds (log)")
         ax.set_title("W3 wake latency, 20,000 samples 20 us apart")
         ax.legend(fontsize=8)

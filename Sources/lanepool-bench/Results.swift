@@ -185,6 +185,7 @@ struct RunResult: Codable {
   var limit: LimitResult?
   var w1: [String: ThroughputResult]?
   var w2: [String: ThroughputResult]?
+  var submit: [String: SubmitCostResult]?
   var floor: FloorResult?
   var w3: [String: Percentiles]?
   var w3i: [String: LowLatencyResult]?

@@ -176,6 +176,26 @@ for runIndex in 1...options.repeatCount {
     if key == "w1" { result.w1 = out } else { result.w2 = out }
   }
 
+  // MARK: Submit cost
+
+  if options.runs("submit") {
+    let res = runSubmitCost(rounds: options.rounds)
+    let base0 = "GCD serial queue .async"
+    print("")
+    print(
+      "Submit cost: \(submitCostTasks) tiny tasks submitted to one held lane / suspended serial queue, nothing consuming meanwhile;"
+    )
+    print("ns per submit, median of \(options.rounds) rounds after a warm-up (the producer's cost alone)")
+    let w = [32, 14, 10]
+    header(["submit", "ns per submit", "vs GCD"], w)
+    for name in [base0, "LanePool Swift lane.async", "LanePool C lanepool_lane_async"] {
+      let r = res[name]!
+      print(row([name, String(format: "%.1f", r.nsPerSubmit), ratio(r.nsPerSubmit, res[base0]!.nsPerSubmit)], w))
+      if name != base0 { ratios.add("submit", "ns/submit", name, base: base0, r.nsPerSubmit / res[base0]!.nsPerSubmit) }
+    }
+    result.submit = res
+  }
+
   // MARK: W3 and the floor
 
   if options.runs("floor") {

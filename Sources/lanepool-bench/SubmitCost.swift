@@ -1,0 +1,95 @@
+import CLanePool
+import Dispatch
+import LanePool
+
+// "submit": what a submit costs the producer alone. The lane (or GCD serial queue) is
+// held while the producer submits, so no consumer runs meanwhile and nothing contends:
+// the figure is the submit path's own instructions and the lines it touches, which W1
+// and W2 mix with wakes, consumers and two CPUs' scheduling.
+
+/// Tasks per round: the ring holds them all (no overflow list).
+let submitCostTasks = 200_000
+let submitCostRing = 262_144
+
+struct SubmitCostResult: Codable {
+  var nsPerSubmit: Double
+  var rounds: [Double]
+  enum CodingKeys: String, CodingKey { case nsPerSubmit = "ns_per_submit", rounds }
+}
+
+/// One lane per band and a ring that holds a whole round, for the Swift row.
+let submitCostPool = try! LanePool(name: "benchsub", lanesPerBand: 1, ringCapacity: submitCostRing)
+
+/// The same for the C row, created through the C API.
+nonisolated(unsafe) let submitCostCPool: OpaquePointer = {
+  var cfg = lanepool_config_t()
+  lanepool_config_init(&cfg)
+  cfg.lanes_per_band = 1
+  cfg.ring_capacity = UInt32(submitCostRing)
+  var p: OpaquePointer?
+  let rc = "benchsubc".withCString { n in
+    cfg.name = n
+    return lanepool_create(&cfg, &p)
+  }
+  guard rc == 0, let p else { fatalError("lanepool_create: \(rc)") }
+  return p
+}()
+
+/// A C task that waits on the semaphore its context points to (holds the lane).
+let cHold: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  Unmanaged<DispatchSemaphore>.fromOpaque(ctx!).takeUnretainedValue().wait()
+}
+
+/// Times `submit` (n submits); `hold` / `release` keep the consumer away meanwhile.
+func timeSubmits(_ c: Completion, hold: () -> Void, release: () -> Void, _ submit: () -> Void) -> Double {
+  hold()
+  let t0 = now()
+  submit()
+  let dt = Double(now() - t0) / Double(c.target)
+  release()
+  c.sem.wait()
+  return dt
+}
+
+func runSubmitCost(rounds: Int) -> [String: SubmitCostResult] {
+  let n = submitCostTasks
+  var rows: [String: [Double]] = [:]
+  let q = DispatchQueue(label: "bench.submit", qos: .userInitiated)
+  let lane = submitCostPool.queue(for: .userInitiated)
+  var cLane: OpaquePointer?
+  _ = lanepool_get_lane(submitCostCPool, QoS.userInitiated.c, 0, &cLane)
+  for _ in 0..<(rounds + 1) {  // the first round warms up
+    do {
+      let c = Completion(target: n)
+      rows["GCD serial queue .async", default: []].append(
+        timeSubmits(c, hold: { q.suspend() }, release: { q.resume() }) {
+          for _ in 0..<n { q.async { c.tick() } }
+        })
+    }
+    do {
+      let c = Completion(target: n)
+      let gate = DispatchSemaphore(value: 0)
+      rows["LanePool Swift lane.async", default: []].append(
+        timeSubmits(c, hold: { try! lane.async { gate.wait() } }, release: { gate.signal() }) {
+          for _ in 0..<n { try! lane.async { c.tick() } }
+        })
+    }
+    do {
+      let c = Completion(target: n)
+      let gate = DispatchSemaphore(value: 0)
+      let raw = Unmanaged.passUnretained(c).toOpaque()
+      rows["LanePool C lanepool_lane_async", default: []].append(
+        timeSubmits(
+          c,
+          hold: { _ = lanepool_lane_async(cLane, cHold, Unmanaged.passUnretained(gate).toOpaque()) },
+          release: { gate.signal() }
+        ) {
+          for _ in 0..<n where lanepool_lane_async(cLane, cTick, raw) != 0 { fatalError("C submit refused") }
+        })
+    }
+  }
+  return rows.mapValues { r in
+    let kept = Array(r.dropFirst())
+    return SubmitCostResult(nsPerSubmit: median(kept), rounds: kept)
+  }
+}
