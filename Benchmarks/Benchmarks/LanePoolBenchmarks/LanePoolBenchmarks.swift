@@ -15,6 +15,12 @@ actor Counter {
   func bump() { value += 1 }
 }
 
+/// Counts on the lane's thread only (the benchmark's tasks all run on one lane).
+final class Tally: @unchecked Sendable {
+  var count = 0
+  func bump() { count += 1 }
+}
+
 // Names are shell-safe: benchmark 1.38.1 writes threshold files under sanitised names
 // but reads them back under the raw ones.
 let noop: @convention(c) (UnsafeMutableRawPointer?) -> Void = { _ in }
@@ -50,6 +56,14 @@ nonisolated(unsafe) var benchmarks: @Sendable () -> Void = {
   Benchmark("swift_closure_submit_x1000") { benchmark in
     for _ in 0..<batch { try! swiftLane.async {} }
     try! swiftLane.sync {}  // waits for them (FIFO); its own few allocations are constant
+  }
+
+  // A closure that captures one class reference: Swift uses the reference itself as the
+  // closure's context, so a submit allocates nothing (lanepool-bench's W1/W2 closure).
+  let tally = Tally()
+  Benchmark("swift_capturing_closure_submit_x1000") { benchmark in
+    for _ in 0..<batch { try! swiftLane.async { tally.bump() } }
+    try! swiftLane.sync {}
   }
 
   Benchmark("c_round_trip_x1000") { benchmark in
