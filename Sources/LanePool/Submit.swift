@@ -52,17 +52,18 @@ func retainedClosure(_ work: @escaping @Sendable () -> Void) -> ClosureWords {
 /// the words' own storage and never destroyed there, so its +1 now belongs to the words.
 @inline(__always)
 func ownedClosureWords(_ work: consuming @escaping @Sendable () -> Void) -> ClosureWords {
-  var words = ClosureWords(code: UnsafeRawPointer(bitPattern: 1)!, context: nil)  // trivial: may be overwritten
-  moveClosure(ClosureValue(work: consume work), into: &words)
-  return words
+  var scratch = ClosureWords(code: UnsafeRawPointer(bitPattern: 1)!, context: nil)  // trivial: may be overwritten
+  return moveClosure(ClosureValue(work: consume work), into: &scratch)
 }
 
-/// Moves `value` into `storage` (the two words' memory; ``ClosureValue`` has their
-/// layout, which `closureIsTwoWords` checks) without destroying anything: the memory
-/// held a trivial value, so initializing over it is allowed.
+/// Moves `value` into `storage` (two words of memory that held a trivial value, so
+/// initializing over it destroys nothing) and reads its words back through the raw
+/// pointer (``ClosureValue`` has their layout, which `closureIsTwoWords` checks). The
+/// value is never destroyed: its +1 now belongs to the returned words.
 @inline(__always)
-private func moveClosure(_ value: consuming ClosureValue, into storage: UnsafeMutableRawPointer) {
+private func moveClosure(_ value: consuming ClosureValue, into storage: UnsafeMutableRawPointer) -> ClosureWords {
   storage.initializeMemory(as: ClosureValue.self, to: consume value)
+  return storage.load(as: ClosureWords.self)
 }
 
 /// Drops the C task's +1 on a closure context (nil: nothing captured, nothing to drop).
