@@ -18,17 +18,7 @@ let lowLatencyPool: LanePool = {
   return try! LanePool(configuration: c)
 }()
 
-let laneLowLatency = Subject(
-  name: "LanePool Swift, low-latency",
-  submitMany: { n, qos, c in
-    for _ in 0..<n { try! lowLatencyPool.queue(for: qos).async { c.tick() } }
-  },
-  probe: { qos, slot in
-    let bits = UInt(bitPattern: slot)
-    try! lowLatencyPool.queue(for: qos).async { stamp(bits) }
-  },
-  run: { qos, work in try! lowLatencyPool.queue(for: qos).async(work) },
-  serialLanes: true)
+let laneLowLatency = swiftLaneSubject("LanePool Swift, low-latency") { lowLatencyPool }
 
 /// W3i for one subject.
 struct LowLatencyResult: Codable {
@@ -120,14 +110,4 @@ func realtimeApplied() -> String {
   return Set(got).sorted().joined(separator: "; ")
 }
 
-let laneRealtime = Subject(
-  name: "LanePool Swift, real-time",
-  submitMany: { n, qos, c in
-    for _ in 0..<n { try! realtimePool.queue(for: qos).async { c.tick() } }
-  },
-  probe: { qos, slot in
-    let bits = UInt(bitPattern: slot)
-    try! realtimePool.queue(for: qos).async { stamp(bits) }
-  },
-  run: { qos, work in try! realtimePool.queue(for: qos).async(work) },
-  serialLanes: true)
+let laneRealtime = swiftLaneSubject("LanePool Swift, real-time") { realtimePool }

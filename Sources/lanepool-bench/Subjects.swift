@@ -157,17 +157,25 @@ let swiftTask = Subject(
   run: { qos, work in Task(priority: qos.taskPriority) { work() } },
   serialLanes: false)
 
-let laneSwift = Subject(
-  name: "LanePool Swift",
-  submitMany: { n, qos, c in
-    for _ in 0..<n { try! lanePool.queue(for: qos).async { c.tick() } }
-  },
-  probe: { qos, slot in
-    let bits = UInt(bitPattern: slot)
-    try! lanePool.queue(for: qos).async { stamp(bits) }
-  },
-  run: { qos, work in try! lanePool.queue(for: qos).async(work) },
-  serialLanes: true)
+/// `pool.queue(for:).async { }` with Swift closures: LanePool Swift, and the same on
+/// pools with other settings. `pool` is read when the subject first runs (the bench's
+/// extra pools are created only for the workloads that use them).
+func swiftLaneSubject(_ name: String, _ pool: @escaping @Sendable () -> LanePool) -> Subject {
+  Subject(
+    name: name,
+    submitMany: { n, qos, c in
+      let p = pool()
+      for _ in 0..<n { try! p.queue(for: qos).async { c.tick() } }
+    },
+    probe: { qos, slot in
+      let bits = UInt(bitPattern: slot)
+      try! pool().queue(for: qos).async { stamp(bits) }
+    },
+    run: { qos, work in try! pool().queue(for: qos).async(work) },
+    serialLanes: true)
+}
+
+let laneSwift = swiftLaneSubject("LanePool Swift") { lanePool }
 
 /// The completion the capture-free subject's closures tick (one W1/W2 round at a time).
 let noCaptureCompletion = Atomic<UInt>(0)
