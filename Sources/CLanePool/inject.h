@@ -22,7 +22,7 @@ enum {
   LANEPOOL__AT_FORK,              /* atfork handlers */
   LANEPOOL__AT_DRAIN_SCAN,        /* lifecycle: between the two drain scans */
   LANEPOOL__AT_CANCEL,            /* lane: on seeing cancel, before its sync walk */
-  LANEPOOL__AT_SPILL,             /* overflow list: between append and count */
+  LANEPOOL__AT_SPILL,             /* overflow list: between append (or take) and count */
   LANEPOOL__AT_LEND,              /* inline sync: after borrowing, before giving back */
   LANEPOOL__AT_COUNT
 };

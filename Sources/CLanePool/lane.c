@@ -246,6 +246,8 @@ static spill_result spill_take(lanepool_lane_t *lane) {
   }
   lane->batch_next = 0;
   lane->batch_end = k;
+  /* Test builds: widen the take (producers wait on the lock meanwhile). */
+  LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
   /* Counted in the batch before it leaves the list: depth may count it twice for a
    * moment, never zero times. */
   atomic_store_explicit(&lane->batch_left, k, memory_order_relaxed);
