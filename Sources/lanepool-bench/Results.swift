@@ -178,6 +178,14 @@ struct W9Result: Codable {
   enum CodingKeys: String, CodingKey { case nsPerCall = "ns_per_call", laneJobsPerCall = "lane_jobs_per_call" }
 }
 
+/// W3b: W3 with a producer that sleeps between probes.
+struct BlockingProducerResult: Codable {
+  /// The probes' mean spacing (the sleep plus its overshoot), in microseconds.
+  var meanGapUs: Double
+  var subjects: [String: Percentiles]
+  enum CodingKeys: String, CodingKey { case meanGapUs = "mean_gap_us", subjects }
+}
+
 /// One run of the selected workloads; a workload that did not run is left out. Subject
 /// (or row, or variant) names key the maps.
 struct RunResult: Codable {
@@ -188,6 +196,7 @@ struct RunResult: Codable {
   var submit: [String: SubmitCostResult]?
   var floor: FloorResult?
   var w3: [String: Percentiles]?
+  var w3b: BlockingProducerResult?
   var w3i: [String: LowLatencyResult]?
   var w4: [String: IsolationResult]?
   var w5: [String: BlockingResult]?

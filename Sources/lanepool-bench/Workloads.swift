@@ -89,8 +89,12 @@ func throughput(_ s: Subject, producers: Int, perProducer: Int, qos: QoS = .user
 // MARK: - W3: wake latency
 
 /// `samples` probes, `gapNs` apart, at most `inFlight` outstanding: submit -> start.
+/// `blocking`: the producer sleeps `gapNs` between probes (as an event loop blocks in
+/// epoll_wait) instead of busy-waiting, leaving its CPU free meanwhile; the probes are
+/// then `gapNs` plus the sleep's own overshoot apart.
 func wakeLatency(
-  _ s: Subject, samples: Int, gapNs: UInt64 = 20_000, inFlight: Int = 64, qos: QoS = .userInitiated
+  _ s: Subject, samples: Int, gapNs: UInt64 = 20_000, inFlight: Int = 64, qos: QoS = .userInitiated,
+  blocking: Bool = false
 ) -> Percentiles {
   let slots = UnsafeMutablePointer<ProbeSlot>.allocate(capacity: samples)
   defer { slots.deallocate() }
@@ -100,8 +104,12 @@ func wakeLatency(
   var next = now()
   for i in 0..<samples {
     while i - c.count >= inFlight {}
-    spinUntil(next)
-    next += gapNs
+    if blocking {
+      lpb_sleep_ns(gapNs)  // the gap after the last probe, plus the wake-up's own delay
+    } else {
+      spinUntil(next)
+      next += gapNs
+    }
     slots[i].t0 = now()
     s.probe(qos, slots + i)
   }

@@ -4,6 +4,7 @@ import CLanePool
 import Dispatch
 import Foundation
 import LanePool
+import LanePoolBenchSupport
 import LanePoolServer
 
 // W9's "LanePool as default executor" row runs in a child process of its own: the
@@ -234,6 +235,43 @@ for runIndex in 1...options.repeatCount {
       ratios.add("w3", "p99.9", s.name, base: base, r.p999 / b.p999)
     }
     result.w3 = res
+  }
+
+  // MARK: W3b (W3 with a blocking producer)
+
+  if options.runs("w3b") {
+    let gap: UInt64 = 50_000
+    let subjects = subjects + [laneRealtime]
+    let oldSlack = lpb_set_timer_slack(1)  // as an event loop's epoll_wait timeout: no 50 us rounding
+    defer { if oldSlack > 0 { _ = lpb_set_timer_slack(UInt(oldSlack)) } }
+    for s in subjects { _ = wakeLatency(s, samples: 500, gapNs: gap, blocking: true) }  // warm-up
+    var res: [String: Percentiles] = [:]
+    var wall: UInt64 = 0
+    for s in subjects {
+      let t0 = now()
+      res[s.name] = wakeLatency(s, samples: options.latencySamples, gapNs: gap, blocking: true)
+      wall += now() - t0
+    }
+    let meanGap = Double(wall) / Double(options.latencySamples * subjects.count) / 1e3
+    let b = res[base]!
+    print("")
+    print(
+      "W3b W3 with a blocking producer: it sleeps \(gap / 1000) us between probes (timer slack 1 ns; \(String(format: "%.1f", meanGap)) us apart on average) instead of busy-waiting,"
+    )
+    print("\(options.latencySamples) samples of submit -> start, at most 64 in flight, userInitiated (us)")
+    let w = [26, 8, 8, 8, 12, 12, 14]
+    header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
+    for s in subjects {
+      let r = res[s.name]!
+      print(
+        row(
+          [s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w
+        ))
+      ratios.add("w3b", "p50", s.name, base: base, r.p50 / b.p50)
+      ratios.add("w3b", "p99", s.name, base: base, r.p99 / b.p99)
+      ratios.add("w3b", "p99.9", s.name, base: base, r.p999 / b.p999)
+    }
+    result.w3b = BlockingProducerResult(meanGapUs: meanGap, subjects: res)
   }
 
   // MARK: W3i (the low-latency interactive setting)

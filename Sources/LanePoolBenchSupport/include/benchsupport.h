@@ -5,6 +5,13 @@
 #include <stdint.h>
 /** Restricts the calling thread to the given CPUs. 0 or errno. */
 int lpb_set_affinity(const int *cpus, int count);
+
+/* The calling thread's timer slack (prctl PR_SET_TIMERSLACK): sets it to `ns` (0 restores
+ * the thread's default) and returns the previous value, or -1 with errno. */
+long lpb_set_timer_slack(unsigned long ns);
+
+/* Sleeps `ns` nanoseconds (clock_nanosleep on CLOCK_MONOTONIC, resumed after a signal). */
+void lpb_sleep_ns(uint64_t ns);
 /** Single-threaded push then pop (calling each task) of `tasks` tiny tasks through the
  *  core's ring (Sources/CLanePool/ring.h) of `capacity` cells, in batches of a full
  *  ring: *push_ns and *pop_ns per task. 0, EINVAL, ENOMEM, or EIO (the ring refused a
