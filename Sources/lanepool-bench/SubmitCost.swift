@@ -17,8 +17,9 @@ struct SubmitCostResult: Codable {
   enum CodingKeys: String, CodingKey { case nsPerSubmit = "ns_per_submit", rounds }
 }
 
-/// One lane per band and a ring that holds a whole round, for the Swift row.
-let submitCostPool = try! LanePool(name: "benchsub", lanesPerBand: 1, ringCapacity: submitCostRing)
+/// Two lanes per band (the `queue(for:)` row alternates between them) and a ring that
+/// holds a whole round, for the Swift rows.
+let submitCostPool = try! LanePool(name: "benchsub", lanesPerBand: 2, ringCapacity: submitCostRing)
 
 /// The same for the C row, created through the C API.
 nonisolated(unsafe) let submitCostCPool: OpaquePointer = {
@@ -72,6 +73,18 @@ func runSubmitCost(rounds: Int) -> [String: SubmitCostResult] {
       rows["LanePool Swift lane.async", default: []].append(
         timeSubmits(c, hold: { try! lane.async { gate.wait() } }, release: { gate.signal() }) {
           for _ in 0..<n { try! lane.async { c.tick() } }
+        })
+    }
+    do {
+      let c = Completion(target: n)
+      let gate = DispatchSemaphore(value: 0)
+      let lanes = submitCostPool.lanes(for: .userInitiated)
+      rows["LanePool Swift queue(for:).async", default: []].append(
+        timeSubmits(
+          c, hold: { for l in lanes { try! l.async { gate.wait() } } },
+          release: { for _ in lanes { gate.signal() } }
+        ) {
+          for _ in 0..<n { try! submitCostPool.queue(for: .userInitiated).async { c.tick() } }
         })
     }
     do {

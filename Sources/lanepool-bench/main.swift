@@ -189,7 +189,9 @@ for runIndex in 1...options.repeatCount {
     print("ns per submit, median of \(options.rounds) rounds after a warm-up (the producer's cost alone)")
     let w = [32, 14, 10]
     header(["submit", "ns per submit", "vs GCD"], w)
-    for name in [base0, "LanePool Swift lane.async", "LanePool C lanepool_lane_async"] {
+    for name in [
+      base0, "LanePool Swift lane.async", "LanePool Swift queue(for:).async", "LanePool C lanepool_lane_async",
+    ] {
       let r = res[name]!
       print(row([name, String(format: "%.1f", r.nsPerSubmit), ratio(r.nsPerSubmit, res[base0]!.nsPerSubmit)], w))
       if name != base0 { ratios.add("submit", "ns/submit", name, base: base0, r.nsPerSubmit / res[base0]!.nsPerSubmit) }
