@@ -91,6 +91,24 @@ var runs: [RunResult] = []
 var ratios = RatioLog()
 var fifoFailed = false
 
+/// W3's table (and W3b's): p50 / p99 / p99.9 per subject and against the base, each
+/// ratio logged under `workload`.
+@MainActor func latencyTable(_ workload: String, _ subjects: [Subject], _ res: [String: Percentiles]) {
+  let b = res[base]!
+  let w = [26, 8, 8, 8, 12, 12, 14]
+  header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
+  for s in subjects {
+    let r = res[s.name]!
+    print(
+      row(
+        [s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w
+      ))
+    ratios.add(workload, "p50", s.name, base: base, r.p50 / b.p50)
+    ratios.add(workload, "p99", s.name, base: base, r.p99 / b.p99)
+    ratios.add(workload, "p99.9", s.name, base: base, r.p999 / b.p999)
+  }
+}
+
 for runIndex in 1...options.repeatCount {
   var result = RunResult(run: runIndex)
   if options.repeatCount > 1 {
@@ -218,24 +236,12 @@ for runIndex in 1...options.repeatCount {
     let subjects = subjects + [laneRealtime]
     for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
     for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
-    let b = res[base]!
     print("")
     print(
       "W3 wake latency: \(options.latencySamples) samples of submit -> start, 20 us apart, at most 64 in flight, userInitiated (us)"
     )
     print("real-time: userInitiated lanes under SCHED_FIFO 1 (allowRealtime), opt-in; applied: \(realtimeApplied())")
-    let w = [26, 8, 8, 8, 12, 12, 14]
-    header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
-    for s in subjects {
-      let r = res[s.name]!
-      print(
-        row(
-          [s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w
-        ))
-      ratios.add("w3", "p50", s.name, base: base, r.p50 / b.p50)
-      ratios.add("w3", "p99", s.name, base: base, r.p99 / b.p99)
-      ratios.add("w3", "p99.9", s.name, base: base, r.p999 / b.p999)
-    }
+    latencyTable("w3", subjects, res)
     result.w3 = res
   }
 
@@ -255,24 +261,12 @@ for runIndex in 1...options.repeatCount {
       wall += now() - t0
     }
     let meanGap = Double(wall) / Double(options.latencySamples * subjects.count) / 1e3
-    let b = res[base]!
     print("")
     print(
       "W3b W3 with a blocking producer: it sleeps \(gap / 1000) us between probes (timer slack 1 ns; \(String(format: "%.1f", meanGap)) us apart on average) instead of busy-waiting,"
     )
     print("\(options.latencySamples) samples of submit -> start, at most 64 in flight, userInitiated (us)")
-    let w = [26, 8, 8, 8, 12, 12, 14]
-    header(["subject", "p50", "p99", "p99.9", "p50 vs YY", "p99 vs YY", "p99.9 vs YY"], w)
-    for s in subjects {
-      let r = res[s.name]!
-      print(
-        row(
-          [s.name, f1(r.p50), f1(r.p99), f1(r.p999), ratio(r.p50, b.p50), ratio(r.p99, b.p99), ratio(r.p999, b.p999)], w
-        ))
-      ratios.add("w3b", "p50", s.name, base: base, r.p50 / b.p50)
-      ratios.add("w3b", "p99", s.name, base: base, r.p99 / b.p99)
-      ratios.add("w3b", "p99.9", s.name, base: base, r.p999 / b.p999)
-    }
+    latencyTable("w3b", subjects, res)
     result.w3b = BlockingProducerResult(meanGapUs: meanGap, subjects: res)
   }
 
