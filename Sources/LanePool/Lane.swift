@@ -41,7 +41,7 @@ extension LanePool {
     ///   ``LanePoolError/full`` when the pool has a hard capacity and this lane is full.
     ///   When it throws, `work` was not accepted and will never run.
     public func async(_ work: consuming @escaping @Sendable () -> Void) throws(LanePoolError) {
-      try submitClosure(work) { lanepool_lane_async2(raw, $0, $1, $2) }
+      try async(work, onDiscard: nil)
     }
 
     /// As ``async(_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown

@@ -163,7 +163,7 @@ public final class LanePool: @unchecked Sendable {
   /// For unordered work; use ``queue(for:)-method`` or a keyed lane when order matters.
   /// - Throws: as ``Lane/async(_:)``.
   public func async(qos: QoS, _ work: consuming @escaping @Sendable () -> Void) throws(LanePoolError) {
-    try submitClosure(work) { lanepool_async2(core.raw, qos.c, $0, $1, $2) }
+    try async(qos: qos, work, onDiscard: nil)
   }
 
   /// As ``async(qos:_:)``; `onDiscard` runs instead of `work` if a cancelling shutdown

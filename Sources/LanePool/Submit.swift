@@ -87,9 +87,10 @@ let closureTrampoline: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRa
 }
 
 /// Hands `work` to C as a two-argument task (no allocation beyond the closure's own
-/// context, and the caller's +1 on it handed over, not copied): calls `submit` with ``closureTrampoline``, the context (`a`) and the code
-/// (`b`), and when C refuses it drops the +1 on the context, so `work` never runs and
-/// nothing leaks, and throws the refusal; `context` says what EAGAIN means for that call.
+/// context, and the caller's +1 on it handed over, not copied): calls `submit` with
+/// ``closureTrampoline``, the context (`a`) and the code (`b`), and when C refuses it
+/// drops the +1 on the context, so `work` never runs and nothing leaks, and throws the
+/// refusal; `context` says what EAGAIN means for that call.
 /// A cancelling shutdown's discard callback (Shutdown.swift) releases a discarded one.
 @inline(__always)
 func submitClosure(
