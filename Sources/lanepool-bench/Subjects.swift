@@ -70,12 +70,16 @@ nonisolated(unsafe) var yyPools: [QoS: GCDYYPool] = {
   return d
 }()
 
-func makeCPool(_ name: String, maxSpinning: UInt32 = 0, spin: Bool = true, fixedSpin: Bool = false) -> OpaquePointer {
+func makeCPool(
+  _ name: String, maxSpinning: UInt32 = 0, spin: Bool = true, fixedSpin: Bool = false,
+  lanes: Int = lanesPerBand, ringCapacity: Int = 0
+) -> OpaquePointer {
   var cfg = lanepool_config_t()
   lanepool_config_init(&cfg)
   if !spin { cfg.spin_ns = (0, 0, 0, 0, 0) }
   cfg.fixed_spin = fixedSpin ? 1 : 0
-  cfg.lanes_per_band = UInt32(lanesPerBand)
+  cfg.lanes_per_band = UInt32(lanes)
+  cfg.ring_capacity = UInt32(ringCapacity)
   cfg.max_spinning_lanes = maxSpinning
   var p: OpaquePointer?
   let rc = name.withCString { n in

@@ -21,20 +21,8 @@ struct SubmitCostResult: Codable {
 /// holds a whole round, for the Swift rows.
 let submitCostPool = try! LanePool(name: "benchsub", lanesPerBand: 2, ringCapacity: submitCostRing)
 
-/// The same for the C row, created through the C API.
-nonisolated(unsafe) let submitCostCPool: OpaquePointer = {
-  var cfg = lanepool_config_t()
-  lanepool_config_init(&cfg)
-  cfg.lanes_per_band = 1
-  cfg.ring_capacity = UInt32(submitCostRing)
-  var p: OpaquePointer?
-  let rc = "benchsubc".withCString { n in
-    cfg.name = n
-    return lanepool_create(&cfg, &p)
-  }
-  guard rc == 0, let p else { fatalError("lanepool_create: \(rc)") }
-  return p
-}()
+/// The same for the C row (one lane per band), created through the C API.
+nonisolated(unsafe) let submitCostCPool = makeCPool("benchsubc", lanes: 1, ringCapacity: submitCostRing)
 
 /// A C task that waits on the semaphore its context points to (holds the lane).
 let cHold: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
