@@ -488,6 +488,14 @@ static void sync_discard(void *arg);
  * task of another lane waiting on it returns and that lane can be joined; its cell is
  * marked (fn NULL) so the discard pass skips it. Everything else stays queued for the
  * discard pass, which runs on the shutdown thread after every lane was joined. */
+/* A queued `sync` is answered ECANCELED and marked (fn NULL) for the discard pass. */
+static inline void cancel_if_sync(lanepool__task *task) {
+  if (task->fn == sync_trampoline && !task->arg) {
+    sync_discard(task->ctx);
+    task->fn = NULL;
+  }
+}
+
 static void cancel_queued_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   lanepool__ring *r = &lane->ring;
@@ -504,21 +512,10 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   }
   pthread_mutex_lock(&lane->spill_lock);
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
-  for (uint64_t i = 0; i < len; i++) {
-    lanepool__task *task = &lane->spill[(lane->spill_head + i) % lane->spill_cap];
-    if (task->fn == sync_trampoline && !task->arg) {
-      sync_discard(task->ctx);
-      task->fn = NULL;
-    }
-  }
+  for (uint64_t i = 0; i < len; i++)
+    cancel_if_sync(&lane->spill[(lane->spill_head + i) % lane->spill_cap]);
   pthread_mutex_unlock(&lane->spill_lock);
-  for (uint32_t i = lane->batch_next; i < lane->batch_end; i++) {
-    lanepool__task *task = &lane->batch[i];
-    if (task->fn == sync_trampoline && !task->arg) {
-      sync_discard(task->ctx);
-      task->fn = NULL;
-    }
-  }
+  for (uint32_t i = lane->batch_next; i < lane->batch_end; i++) cancel_if_sync(&lane->batch[i]);
 }
 
 /* A forked child that was made by a task (fork() inside a task) is a copy of this lane
