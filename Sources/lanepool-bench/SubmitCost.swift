@@ -82,7 +82,11 @@ func runSubmitCost(rounds: Int) -> [String: SubmitCostResult] {
       rows["LanePool C lanepool_lane_async", default: []].append(
         timeSubmits(
           c,
-          hold: { _ = lanepool_lane_async(cLane, cHold, Unmanaged.passUnretained(gate).toOpaque()) },
+          hold: {
+            if lanepool_lane_async(cLane, cHold, Unmanaged.passUnretained(gate).toOpaque()) != 0 {
+              fatalError("C submit refused")
+            }
+          },
           release: { gate.signal() }
         ) {
           for _ in 0..<n where lanepool_lane_async(cLane, cTick, raw) != 0 { fatalError("C submit refused") }
