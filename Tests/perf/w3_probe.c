@@ -11,7 +11,13 @@
  *
  *   cc -O2 -pthread -Iinclude -ISources/CLanePool Tests/perf/w3_probe.c \
  *      Sources/CLanePool/(all).c -o w3_probe
- *   ./w3_probe [samples] [qos] [interactive_spin_ns]   (20000, 25 = userInitiated, 0)
+ *   ./w3_probe [samples] [qos] [interactive_spin_ns] [the band's spin_ns] [fifo priority]
+ *   (20000, 25 = userInitiated, 0, -1 = the default budget, 0 = the default policy;
+ *   N > 0: the band under SCHED_FIFO N, as lanepool-bench's real-time subject)
+ * Environment: W3_NICE=N sets the band's nice; W3_PIN=1 pins lane i to the i-th CPU
+ * (LANEPOOL_PLACEMENT_CORES). scripts/w3-neighbour runs it beside a neighbour process.
+ * After the summary line of the slow probes, a second one says how many of them ran on
+ * the CPU the producer was on when it submitted them.
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
@@ -33,6 +39,7 @@ typedef struct {
   lanepool_lane_t *sent_to, *ran_on;
   uint32_t before, after;
   uint32_t offered; /* a lane of the band offered itself (warm) when this probe was picked */
+  int producer_cpu, ran_cpu; /* the producer's CPU at the submit; the probe's */
 } probe_slot;
 
 static atomic_long done;
@@ -40,6 +47,7 @@ static atomic_long done;
 static void probe(void *ctx) {
   probe_slot *s = ctx;
   s->t1 = now();
+  s->ran_cpu = sched_getcpu();
   (void)lanepool_current_lane(&s->ran_on);
   atomic_fetch_add(&done, 1);
 }
@@ -57,6 +65,17 @@ int main(int argc, char **argv) {
   cfg.name = "w3";
   cfg.lanes_per_band = 2;
   cfg.interactive_spin_ns = argc > 3 ? (uint32_t)atol(argv[3]) : 0;
+  if (argc > 4 && atol(argv[4]) >= 0)
+    cfg.spin_ns[lanepool_band_index(qos)] = (uint32_t)atol(argv[4]);
+  if (getenv("W3_PIN")) cfg.placement = LANEPOOL_PLACEMENT_CORES;
+  if (getenv("W3_NICE")) cfg.policy[lanepool_band_index(qos)].nice = atoi(getenv("W3_NICE"));
+  if (argc > 5 && atoi(argv[5]) > 0) { /* the band under SCHED_FIFO at that priority */
+    cfg.policy[lanepool_band_index(qos)].sched = LANEPOOL_SCHED_FIFO;
+    cfg.policy[lanepool_band_index(qos)].rt_priority = atoi(argv[5]);
+    cfg.policy[lanepool_band_index(qos)].nice = 0;
+    cfg.policy[lanepool_band_index(qos)].slice_ns = 0;
+    cfg.allow_realtime = 1;
+  }
   lanepool_t *p = NULL;
   int rc = lanepool_create(&cfg, &p);
   if (rc || n < 1000) {
@@ -75,6 +94,7 @@ int main(int argc, char **argv) {
     lanepool_next_lane(p, qos, &l);
     s[i].sent_to = l;
     s[i].before = atomic_load(&l->sleeping);
+    s[i].producer_cpu = sched_getcpu();
     s[i].t0 = now();
     if (lanepool_lane_async(l, probe, &s[i])) return 1;
     s[i].submitted = now();
@@ -87,16 +107,18 @@ int main(int argc, char **argv) {
     if (lat[i] > lat[worst]) worst = i;
     if (lat[i] > 1000000) over_1ms++;
   }
-  int slow = 0, slow_offered = 0, slow_awake = 0;
+  int slow = 0, slow_offered = 0, slow_awake = 0, slow_ran_shared = 0;
   for (int i = 0; i < n; i++)
     if (s[i].t1 - s[i].t0 > 500000) {
       slow++;
       slow_offered += s[i].offered != 0;
       slow_awake += s[i].before == 0;
+      slow_ran_shared += s[i].ran_cpu == s[i].producer_cpu;
     }
   printf("probes over 500 us: %d; picked while a lane offered itself: %d; sent to a lane whose "
          "parking word said awake: %d\n",
          slow, slow_offered, slow_awake);
+  printf("of those, ran on the producer's CPU (at its submit): %d\n", slow_ran_shared);
   lanepool_lane_t *lane0 = NULL;
   lanepool_get_lane(p, qos, 0, &lane0);
   probe_slot *w = &s[worst];
