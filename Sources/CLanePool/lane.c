@@ -482,20 +482,21 @@ static void park(lanepool_lane_t *lane) {
 static void sync_trampoline(void *arg);
 static void sync_discard(void *arg);
 
+/* A queued `sync` (a ring cell's or a task's fn, ctx, arg) is answered ECANCELED and
+ * marked (fn NULL) so the discard pass skips it. */
+static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
+  if (*fn == sync_trampoline && !arg) {
+    sync_discard(ctx);
+    *fn = NULL;
+  }
+}
+
 /* Cancel: the driver closes intake everywhere right after the pool became CANCELLING;
  * wait for this ring's CLOSED bit, after which the claims are final.
  * Every `sync` still queued is answered ECANCELED now, by the lane itself, so that a
  * task of another lane waiting on it returns and that lane can be joined; its cell is
  * marked (fn NULL) so the discard pass skips it. Everything else stays queued for the
  * discard pass, which runs on the shutdown thread after every lane was joined. */
-/* A queued `sync` is answered ECANCELED and marked (fn NULL) for the discard pass. */
-static inline void cancel_if_sync(lanepool__task *task) {
-  if (task->fn == sync_trampoline && !task->arg) {
-    sync_discard(task->ctx);
-    task->fn = NULL;
-  }
-}
-
 static void cancel_queued_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   lanepool__ring *r = &lane->ring;
@@ -505,17 +506,17 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
   for (uint64_t pos = r->head; pos < end; pos++) {
     lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    if (slot->fn == sync_trampoline && !slot->arg) {
-      sync_discard(slot->ctx);
-      slot->fn = NULL;
-    }
+    cancel_if_sync(&slot->fn, slot->ctx, slot->arg);
   }
   pthread_mutex_lock(&lane->spill_lock);
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
-  for (uint64_t i = 0; i < len; i++)
-    cancel_if_sync(&lane->spill[(lane->spill_head + i) % lane->spill_cap]);
+  for (uint64_t i = 0; i < len; i++) {
+    lanepool__task *task = &lane->spill[(lane->spill_head + i) % lane->spill_cap];
+    cancel_if_sync(&task->fn, task->ctx, task->arg);
+  }
   pthread_mutex_unlock(&lane->spill_lock);
-  for (uint32_t i = lane->batch_next; i < lane->batch_end; i++) cancel_if_sync(&lane->batch[i]);
+  for (uint32_t i = lane->batch_next; i < lane->batch_end; i++)
+    cancel_if_sync(&lane->batch[i].fn, lane->batch[i].ctx, lane->batch[i].arg);
 }
 
 /* A forked child that was made by a task (fork() inside a task) is a copy of this lane

@@ -1,3 +1,4 @@
+import CLanePool
 import Foundation
 import LanePool
 
@@ -104,7 +105,7 @@ let realtimePool: LanePool = {
 func realtimeApplied() -> String {
   let got = realtimePool.lanes(for: .userInitiated).map { lane -> String in
     let s = lane.info.policy.scheduler
-    return s.error == nil && s.got == 1  // SCHED_FIFO
+    return s.error == nil && s.got == Int64(LANEPOOL_SCHED_FIFO.rawValue)
       ? "fifo" : "refused (errno \(s.error ?? 0)), runs as scheduler \(s.got)"
   }
   return Set(got).sorted().joined(separator: "; ")

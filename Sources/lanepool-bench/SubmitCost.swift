@@ -40,6 +40,14 @@ func timeSubmits(_ c: Completion, hold: () -> Void, release: () -> Void, _ submi
   return dt
 }
 
+/// ``timeSubmits`` with each of `lanes` held by a task that waits on one gate.
+func timeSubmitsOnHeld(_ lanes: [LanePool.Lane], _ c: Completion, _ submit: () -> Void) -> Double {
+  let gate = DispatchSemaphore(value: 0)
+  return timeSubmits(
+    c, hold: { for l in lanes { try! l.async { gate.wait() } } },
+    release: { for _ in lanes { gate.signal() } }, submit)
+}
+
 func runSubmitCost(rounds: Int) -> [String: SubmitCostResult] {
   let n = submitCostTasks
   var rows: [String: [Double]] = [:]
@@ -57,21 +65,15 @@ func runSubmitCost(rounds: Int) -> [String: SubmitCostResult] {
     }
     do {
       let c = Completion(target: n)
-      let gate = DispatchSemaphore(value: 0)
       rows["LanePool Swift lane.async", default: []].append(
-        timeSubmits(c, hold: { try! lane.async { gate.wait() } }, release: { gate.signal() }) {
+        timeSubmitsOnHeld([lane], c) {
           for _ in 0..<n { try! lane.async { c.tick() } }
         })
     }
     do {
       let c = Completion(target: n)
-      let gate = DispatchSemaphore(value: 0)
-      let lanes = submitCostPool.lanes(for: .userInitiated)
       rows["LanePool Swift queue(for:).async", default: []].append(
-        timeSubmits(
-          c, hold: { for l in lanes { try! l.async { gate.wait() } } },
-          release: { for _ in lanes { gate.signal() } }
-        ) {
+        timeSubmitsOnHeld(submitCostPool.lanes(for: .userInitiated), c) {
           for _ in 0..<n { try! submitCostPool.queue(for: .userInitiated).async { c.tick() } }
         })
     }

@@ -65,15 +65,20 @@ int main(int argc, char **argv) {
   cfg.name = "w3";
   cfg.lanes_per_band = 2;
   cfg.interactive_spin_ns = argc > 3 ? (uint32_t)atol(argv[3]) : 0;
-  if (argc > 4 && atol(argv[4]) >= 0)
-    cfg.spin_ns[lanepool_band_index(qos)] = (uint32_t)atol(argv[4]);
+  int band = lanepool_band_index(qos);
+  if (band < 0) {
+    fprintf(stderr, "w3_probe: unknown qos %d\n", (int)qos);
+    return 1;
+  }
+  lanepool_band_policy_t *policy = &cfg.policy[band];
+  if (argc > 4 && atol(argv[4]) >= 0) cfg.spin_ns[band] = (uint32_t)atol(argv[4]);
   if (getenv("W3_PIN")) cfg.placement = LANEPOOL_PLACEMENT_CORES;
-  if (getenv("W3_NICE")) cfg.policy[lanepool_band_index(qos)].nice = atoi(getenv("W3_NICE"));
+  if (getenv("W3_NICE")) policy->nice = atoi(getenv("W3_NICE"));
   if (argc > 5 && atoi(argv[5]) > 0) { /* the band under SCHED_FIFO at that priority */
-    cfg.policy[lanepool_band_index(qos)].sched = LANEPOOL_SCHED_FIFO;
-    cfg.policy[lanepool_band_index(qos)].rt_priority = atoi(argv[5]);
-    cfg.policy[lanepool_band_index(qos)].nice = 0;
-    cfg.policy[lanepool_band_index(qos)].slice_ns = 0;
+    policy->sched = LANEPOOL_SCHED_FIFO;
+    policy->rt_priority = atoi(argv[5]);
+    policy->nice = 0;
+    policy->slice_ns = 0;
     cfg.allow_realtime = 1;
   }
   lanepool_t *p = NULL;
@@ -90,7 +95,7 @@ int main(int argc, char **argv) {
     while (now() < next) {}
     next += 20000;
     lanepool_lane_t *l = NULL;
-    s[i].offered = atomic_load(&p->warm[lanepool_band_index(qos)].value) != 0;
+    s[i].offered = atomic_load(&p->warm[band].value) != 0;
     lanepool_next_lane(p, qos, &l);
     s[i].sent_to = l;
     s[i].before = atomic_load(&l->sleeping);
