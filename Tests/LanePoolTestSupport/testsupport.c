@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -43,3 +44,8 @@ int lp_test_drop_privileges(unsigned uid, unsigned gid) {
 }
 
 int lp_test_set_own_nice(int nice) { return setpriority(PRIO_PROCESS, 0, nice) == 0 ? 0 : errno; }
+
+size_t lp_test_heap_in_use(void) {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}

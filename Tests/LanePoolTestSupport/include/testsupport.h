@@ -2,6 +2,7 @@
  * check what LanePool claims through code paths independent of the library's own. */
 #ifndef LANEPOOL_TESTSUPPORT_H
 #define LANEPOOL_TESTSUPPORT_H
+#include <stddef.h>
 #include <stdint.h>
 
 /** ioprio_get(IOPRIO_WHO_PROCESS, tid): (class << 13) | level, or -1. */
@@ -18,4 +19,6 @@ int lp_test_pin_self(int cpu);
 int lp_test_drop_privileges(unsigned uid, unsigned gid);
 /** setpriority(PRIO_PROCESS, 0 = calling thread, nice). 0 or errno. */
 int lp_test_set_own_nice(int nice);
+/** Bytes malloc has handed out and not had back (mallinfo2: uordblks + hblkhd). */
+size_t lp_test_heap_in_use(void);
 #endif
