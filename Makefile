@@ -55,9 +55,13 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
 CC ?= cc
 AR ?= ar
-# CFLAGS may be overridden; the flags in LP_CFLAGS are always used.
+# CFLAGS may be overridden; the flags in LP_CFLAGS are always used. -fexceptions: a C++
+# exception thrown by an inline sync's function unwinds through the library's cleanup
+# handler (pthread_cleanup_push), which gives the lane back; without it the lane would
+# stay lent forever (docs/c-library.md, "C++ exceptions").
 CFLAGS ?= -O2 -Wall -Wextra
-LP_CFLAGS := -std=c11 -fPIC -fvisibility=hidden -pthread -I$(dir $(HEADER)) $(NUMA_CPPFLAGS)
+LP_CFLAGS := -std=c11 -fPIC -fvisibility=hidden -fexceptions -pthread -I$(dir $(HEADER)) \
+             $(NUMA_CPPFLAGS)
 LP_LDFLAGS := -shared -Wl,-soname,$(SONAME) -Wl,-z,defs -pthread
 
 SRCS := $(sort $(wildcard $(SRCDIR)/*.c))

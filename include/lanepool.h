@@ -104,7 +104,11 @@ typedef enum lanepool_qos {
 typedef struct lanepool lanepool_t;
 typedef struct lanepool_lane lanepool_lane_t;
 
-/** A task: a plain function pointer and its context. */
+/** A task: a plain function pointer and its context. It must return, or end its
+ *  thread (pthread_exit and cancellation are handled: the lane goes on). A C++
+ *  exception that leaves it on a lane's thread ends the process (std::terminate), as
+ *  from any thread's start routine; a longjmp out of it is undefined. For a function
+ *  run inline by lanepool_lane_sync, see there. */
 typedef void (*lanepool_fn)(void *ctx);
 
 /** A two-argument task (lanepool_lane_async2): a function and the two words it is called
@@ -621,6 +625,11 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * down returns EDEADLK, as on the lane's thread. What differs: the thread (its id,
  * name, OS priority, CPU placement and signal mask are the caller's), and the stall
  * detector does not watch it. If fn ends the caller's thread, the lane is given back.
+ * So it is when a C++ exception leaves an inline fn, if the core was compiled with
+ * -fexceptions (the Makefile's library is): the exception reaches the caller. SwiftPM
+ * compiles CLanePool without it; there the lane stays lent and every later task on it
+ * waits forever, so catch inside fn. Run on the lane's thread (not idle, or
+ * LANEPOOL_SYNC_QUEUED), the same exception ends the process. Never longjmp out of fn.
  */
 LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
