@@ -25,7 +25,7 @@ endif
 VERSION := $(MAJOR).$(MINOR).$(PATCH)
 
 # Soname: while the major version is 0 every minor release may change the ABI, so
-# the soname carries MAJOR.MINOR (liblanepool.so.0.3); from 1.0 on, MAJOR alone.
+# the soname carries MAJOR.MINOR (liblanepool.so.0.4); from 1.0 on, MAJOR alone.
 ifeq ($(MAJOR),0)
 SOVERSION := $(MAJOR).$(MINOR)
 else

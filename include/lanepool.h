@@ -47,15 +47,15 @@
 
 /** The library's version; lanepool_version() returns the run-time library's. */
 #define LANEPOOL_VERSION_MAJOR 0
-#define LANEPOOL_VERSION_MINOR 3
+#define LANEPOOL_VERSION_MINOR 4
 #define LANEPOOL_VERSION_PATCH 0
-/** The version as one integer, major * 10000 + minor * 100 + patch (0.3.0 is 300), for
+/** The version as one integer, major * 10000 + minor * 100 + patch (0.4.0 is 400), for
  *  `#if LANEPOOL_VERSION >= ...`. */
 #define LANEPOOL_VERSION                                                                           \
   (LANEPOOL_VERSION_MAJOR * 10000 + LANEPOOL_VERSION_MINOR * 100 + LANEPOOL_VERSION_PATCH)
 #define LANEPOOL_STRINGIFY_(x)  #x
 #define LANEPOOL_XSTRINGIFY_(x) LANEPOOL_STRINGIFY_(x)
-/** The version as a string, "0.3.0". */
+/** The version as a string, "0.4.0". */
 #define LANEPOOL_VERSION_STRING                                                                    \
   LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MAJOR)                                                     \
   "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_MINOR) "." LANEPOOL_XSTRINGIFY_(LANEPOOL_VERSION_PATCH)
