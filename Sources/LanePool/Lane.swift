@@ -19,7 +19,12 @@ extension LanePool {
     /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
     public let name: String
     /// The pool this lane belongs to. Unowned: valid while the pool object lives
-    /// (a lane object may outlive it; then only its own methods may be used).
+    /// (a lane object may outlive it; then only its own methods may be used). Read per
+    /// job of a task that prefers the pool (poolJobTrampoline), which is safe because
+    /// the runtime retains the preferred executor of `Task(executorPreference:)` and
+    /// `Task.detached(executorPreference:)` until the task ends, and
+    /// `withTaskExecutorPreference` holds it for its scope (tested: "a task preferring a
+    /// pool keeps it alive after its creator lets go").
     unowned(unsafe) var pool: LanePool! = nil
 
     init(raw: OpaquePointer, core: PoolCore, qos: QoS, index: Int) {

@@ -7,7 +7,9 @@ internal import CLanePool
 /// unspecified -> default). A job enqueued from a lane of that band stays on it while
 /// nothing is queued there (a task's consecutive jobs keep one thread); others go to
 /// the less loaded of two lanes. No allocation per job.
-/// Keep the pool object alive while tasks prefer it.
+/// A task created with this pool as its preference keeps the pool object alive until
+/// it ends (the runtime retains it), so the creator may let go of the pool at once; a
+/// pool released without shutdown keeps its lanes running (see ``shutdown(discardingQueued:)``).
 ///
 /// Jobs are continuations: a draining pool still takes them and runs them. No job is
 /// dropped: a job the pool refuses (after shutdown, or both picked lanes

@@ -280,6 +280,48 @@ struct LifecycleSwiftTests {
     #expect(threadCount(prefix: "\(name)-") == 0)
   }
 
+  @Test(
+    "case 11: a task preferring a pool keeps it alive after its creator lets go",
+    arguments: [false, true]
+  )
+  func taskPreferenceKeepsPoolAlive(detached: Bool) async throws {
+    // A lane reaches its pool without a reference count (Lane.pool is unowned(unsafe),
+    // read by every job of a task that prefers the pool). That is safe because the
+    // runtime retains the executor of Task(executorPreference:) until the task ends:
+    // this checks it, and ASan would see a job touch a freed pool.
+    let name = uniqueName("pref")
+    let lines = Locked<[String]>([])
+    var pool: LanePool? = try LanePool(name: name, lanesPerBand: 1) { _, line in
+      lines.withLock { $0.append(line) }
+    }
+    weak let weakPool = pool
+    let lane = pool!.queue(for: .utility)  // to stop the threads through C at the end
+    let resume = Locked<CheckedContinuation<Void, Never>?>(nil)
+    let body: @Sendable () async -> String? = {
+      await withCheckedContinuation { c in resume.withLock { $0 = c } }
+      return Lane.current?.name  // a job of this task, run by poolJobTrampoline
+    }
+    var task: Task<String?, Never>? =
+      detached
+      ? Task.detached(executorPreference: pool!, priority: .low, operation: body)
+      : Task(executorPreference: pool!, priority: .low, operation: body)
+    pool = nil
+    #expect(weakPool != nil, "the task holds the pool")
+    #expect(lines.withLock { $0.isEmpty }, "no deinit yet")
+    #expect(eventually { resume.withLock { $0 != nil } })
+    resume.withLock { $0!.resume() }
+    let ranOn = await task!.value
+    #expect(ranOn?.hasPrefix("\(name)-") == true, "ran on \(ranOn ?? "no lane")")
+    task = nil
+    // The finished task lets go of its preference: the pool is released (without a
+    // shutdown, so it says so) and its lanes keep running until stopped here.
+    #expect(eventually { weakPool == nil })
+    #expect(eventually { lines.withLock { $0.count } == 1 })
+    #expect(lines.withLock { $0.first?.contains("'\(name)'") } == true)
+    #expect(lanepool_shutdown(lane.core.raw, LANEPOOL_SHUTDOWN_DRAIN, nil, nil) == 0)
+    #expect(threadCount(prefix: "\(name)-") == 0)
+  }
+
   @Test("case 11: without a log handler, released pools warn once per process on stderr")
   func releasedPoolsWarnOnceOnStderr() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
