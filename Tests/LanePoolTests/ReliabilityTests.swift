@@ -85,6 +85,16 @@ final class Flag: Sendable {
   var isSet: Bool { value.load(ordering: .acquiring) }
 }
 
+/// Creates `count` pools one after the other, each given one task in a band of its turn,
+/// then drained and shut down.
+private func cyclePools(_ count: Int, name: String) throws {
+  for i in 0..<count {
+    let pool = try LanePool(name: name, lanesPerBand: 1, ringCapacity: 64)
+    try pool.queue(for: QoS.allCases[i % 5]).async {}
+    try pool.shutdown(discardingQueued: false)
+  }
+}
+
 @Suite("Reliability: stress, shutdown under fire, faults, backpressure")
 struct ReliabilityTests {
   @Test("stress: 8 producers, random lanes, bands, keys and yields: exactly once, in order")
@@ -152,11 +162,7 @@ struct ReliabilityTests {
     // pools, and the test below measures the heap in a process of its own.
     let prefix = uniqueName("many")
     let threadsBefore = threadCount(prefix: prefix)
-    for i in 0..<1_000 {
-      let pool = try LanePool(name: prefix, lanesPerBand: 1, ringCapacity: 64)
-      try pool.queue(for: QoS.allCases[i % 5]).async {}
-      try pool.shutdown(discardingQueued: false)
-    }
+    try cyclePools(1_000, name: prefix)
     #expect(threadCount(prefix: prefix) == threadsBefore)
   }
 
@@ -168,18 +174,11 @@ struct ReliabilityTests {
     // In a process of its own: in this one the other suites allocate in parallel, and a
     // process-wide figure (RSS was used before) moved by tens of MiB with no leak.
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
-      func cycle(_ count: Int) throws {
-        for i in 0..<count {
-          let pool = try LanePool(name: "heap", lanesPerBand: 1, ringCapacity: 64)
-          try pool.queue(for: QoS.allCases[i % 5]).async {}
-          try pool.shutdown(discardingQueued: false)
-        }
-      }
       do {
         // One round first so caches (Swift metadata, glibc's thread stacks) are warm.
-        try cycle(50)
+        try cyclePools(50, name: "heap")
         let before = lp_test_heap_in_use()
-        try cycle(1_000)
+        try cyclePools(1_000, name: "heap")
         let growth = Int(lp_test_heap_in_use()) - Int(before)
         // Measured: 0 bytes. Leaving out one free of 40 bytes per pool (the lane array)
         // shows as 49,824. The bound allows 16 bytes per cycle. mallinfo2 counts the
