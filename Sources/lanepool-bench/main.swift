@@ -251,7 +251,7 @@ for runIndex in 1...options.repeatCount {
     let gap: UInt64 = 50_000
     let subjects = subjects + [laneRealtime]
     let oldSlack = lpb_set_timer_slack(1)  // as an event loop's epoll_wait timeout: no 50 us rounding
-    defer { if oldSlack > 0 { _ = lpb_set_timer_slack(UInt(oldSlack)) } }
+    defer { if oldSlack >= 0 { _ = lpb_set_timer_slack(UInt(oldSlack)) } }
     for s in subjects { _ = wakeLatency(s, samples: 500, gapNs: gap, blocking: true) }  // warm-up
     var res: [String: Percentiles] = [:]
     var wall: UInt64 = 0
