@@ -525,7 +525,9 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
 /** lanepool_async_flags only: when the caller is a lane of this pool and of this band
  *  and nothing is queued on it, submit to that lane (no hand-off to another thread:
  *  the next step of a task stays where its data is warm); otherwise pick as
- *  lanepool_async does. What the Swift pool executor uses for task jobs. */
+ *  lanepool_async does. What the Swift pool executor uses for task jobs. The task is
+ *  still band work: if the calling task goes on running (or blocks), another lane of
+ *  the band takes it (see lanepool_async). */
 #define LANEPOOL_SUBMIT_LOCAL        2u
 
 /**
@@ -591,8 +593,18 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
 /**
  * Band-level submit for unordered work: picks a lane of the band spinning idle if
  * there is one (see lanepool_next_lane), else the less loaded of two lanes of the
- * band (power of two choices on ring depth). Same returns as lanepool_lane_async,
- * plus EINVAL for a NULL pool or unknown qos.
+ * band (power of two choices on ring depth; a parked lane on a tie). Same returns as
+ * lanepool_lane_async, plus EINVAL for a NULL pool or unknown qos.
+ *
+ * Band work is bound to no lane, so it never waits behind a busy lane while another
+ * lane of the band is idle: a task at the head of a lane's ring whose current task has
+ * not finished for about 20 us (seen by a sibling spinning idle) or 1 ms (seen by the
+ * band's one parked lookout) is taken and run by that sibling. Lane-bound work
+ * (lanepool_lane_async and the other lane submits, lanepool_lane_sync, timers set on a
+ * lane) is never moved: a lane runs its own tasks one at a time, in order. A band task
+ * queued behind a lane-bound task waits for it (only the head of a ring is taken), and
+ * so does one in the overflow list of a full ring. lanepool_lane_info_t.tasks_executed
+ * counts a stolen task on the lane that ran it.
  */
 LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
 

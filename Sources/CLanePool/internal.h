@@ -114,6 +114,13 @@ struct lanepool_lane {
   _Atomic int tid;                /* [cons, atomic: release at start, acquire in create] */
   _Atomic int running;            /* [cons, atomic: relaxed] */
 
+  /* ---- stealing: the sibling this lane watches [cons] (lane.c, stuck_sibling) ---- */
+  uint32_t steal_next;     /* where the search for a sibling to watch goes on */
+  uint32_t steal_victim;   /* the watched sibling's index + 1, 0 for none */
+  uint64_t steal_progress; /* its progress (tasks finished) when last seen moving */
+  uint64_t steal_since;    /* when that was */
+  _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
+
   /* ---- parking ---- */
   /* 1 while the lane is (about to be) parked on the futex. [atomic: seq_cst store
    * by the lane before its last emptiness check; seq_cst load + exchange by
@@ -171,9 +178,18 @@ enum {
   LANEPOOL__ESCALATING = 4, /* DRAINING -> CANCELLING under way (fields being set) */
 };
 
+/* Values of lane->sleeping (lane.c). */
+enum { LANE_AWAKE = 0, LANE_PARKED = 1, LANE_LENT = 2 };
+
 typedef struct lanepool__counter {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t value;
 } lanepool__counter;
+
+/* A band's lookout for stealable tasks stuck behind a busy lane (lane.c, "Stealing"). */
+typedef struct lanepool__band_watch {
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle; /* lanes parked with no timeout */
+  _Atomic uint32_t watching; /* lanes parked with a timeout (0 or 1): the band's lookout */
+} lanepool__band_watch;
 
 struct lanepool {
   /* ---- [once] ---- */
@@ -223,6 +239,11 @@ struct lanepool {
    * pick, a stale one only costs the wake the hint meant to save] */
   lanepool__counter warm[LANEPOOL_BAND_COUNT];
 
+  /* Per band, who looks out for tasks stuck behind a busy lane (lane.c, "Stealing").
+   * [atomic: seq_cst; the counters and a sibling's ring form a Dekker pair with the
+   * producer's push, see lane.c] */
+  lanepool__band_watch watch[LANEPOOL_BAND_COUNT];
+
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
 };
@@ -232,6 +253,9 @@ struct lanepool {
  * a task for this long (it waits for a CPU, maybe this one). */
 #define LANEPOOL__SPIN_PREEMPTED_NS  50000u
 #define LANEPOOL__SIBLING_STARVED_NS 20000u
+/* The band's lookout (a parked lane while a sibling is awake) looks this often for a
+ * sibling whose queue has not moved, and takes its stealable head task. */
+#define LANEPOOL__WATCH_POLL_NS      1000000u
 
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
@@ -254,13 +278,18 @@ void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);
 void lanepool__lane_wake(lanepool_lane_t *lane);
 void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
                                 void *discard_arg);
-/* own: the caller may submit while the pool drains (a lane of the pool, or the timer
- * thread). arg NULL: fn(ctx); otherwise a two-argument task (ring.h). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
+/* flags: LANEPOOL__PUSH_OWN, the caller may submit while the pool drains (a lane of the
+ * pool, or the timer thread); LANEPOOL__PUSH_STEAL, a task bound to no lane, which an
+ * idle sibling of the band may take (ring.h). arg NULL: fn(ctx); otherwise a
+ * two-argument task (ring.h). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags);
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
 uint64_t lanepool__lane_finished(lanepool_lane_t *lane);
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
+/* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
+bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);

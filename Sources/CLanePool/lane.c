@@ -66,6 +66,16 @@ void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
   errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
 }
 
+bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+  int saved = errno;
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+  bool timed_out =
+      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0) == -1 &&
+      errno == ETIMEDOUT;
+  errno = saved;
+  return timed_out;
+}
+
 void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
   int saved = errno;
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
@@ -128,6 +138,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->spill_in, 0);
   atomic_init(&lane->overflowed, 0);
   atomic_init(&lane->batch_left, 0);
+  atomic_init(&lane->stolen, 0);
   atomic_init(&lane->userdata, NULL);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
@@ -235,7 +246,7 @@ static spill_result spill_take(lanepool_lane_t *lane) {
   }
   /* Holding the lock, we now see every ring claim made before any listed task was
    * appended. If the ring is not empty, those claims are older: run them first. */
-  if (lanepool__ring_tail(&lane->ring, memory_order_seq_cst) != lane->ring.head) {
+  if (lanepool__ring_tail(&lane->ring, memory_order_seq_cst) != lanepool__ring_head(&lane->ring)) {
     pthread_mutex_unlock(&lane->spill_lock);
     return SPILL_RING_FIRST;
   }
@@ -258,38 +269,153 @@ static spill_result spill_take(lanepool_lane_t *lane) {
 
 /* ---- producers -------------------------------------------------------------- */
 
-/* Values of lane->sleeping. */
-enum { LANE_AWAKE = 0, LANE_PARKED = 1, LANE_LENT = 2 };
 
-static inline void wake_if_parked(lanepool_lane_t *lane) {
+/* true if this call woke the lane. */
+static inline bool wake_if_parked(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
   /* seq_cst load: see the header comment; the CAS makes exactly one producer pay for
    * the syscall, and leaves a LENT lane alone (its borrower wakes it on return). */
   uint32_t parked = LANE_PARKED;
   if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
       atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
-                                              memory_order_seq_cst, memory_order_relaxed))
+                                              memory_order_seq_cst, memory_order_relaxed)) {
     lanepool__futex_wake(&lane->sleeping, 1);
+    return true;
+  }
+  return false;
 }
 
-void lanepool__lane_wake(lanepool_lane_t *lane) { wake_if_parked(lane); }
+void lanepool__lane_wake(lanepool_lane_t *lane) { (void)wake_if_parked(lane); }
 
-static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
-  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, arg, own);
+/* ---- stealing ----------------------------------------------------------------
+ *
+ * A task submitted to a band (not to a lane) is pushed into one lane's ring marked
+ * stealable (ring.h). If that lane is busy with a long or blocked task, an idle lane of
+ * the band takes the marked task at the head of its ring: the lane that watches it
+ * (stuck_sibling) sees its queue not move for LANEPOOL__SIBLING_STARVED_NS.
+ * Who watches: a spinning lane, between its polls; and the band's lookout, one lane
+ * parked with a timeout (LANEPOOL__WATCH_POLL_NS) while a sibling is awake. Parked
+ * lanes without a timeout count as `idle`. A producer whose stealable task landed
+ * behind a lane that is not parked (so the push woke no one), when the band has no
+ * lookout but an idle lane, wakes that lane (nudge_band): it looks, then parks as the
+ * lookout. The Dekker pair: producer: CAS(tail) ; load(watching, idle)    parking lane:
+ * add(idle) ; load(siblings' sleeping and tails)  (all seq_cst): either the lane sees
+ * the sibling awake or its work queued and becomes the lookout, or the producer sees it
+ * idle and wakes it. */
+
+/* Wakes a parked lane of `lane`'s band other than `lane` if the band has no lookout and
+ * an idle lane. */
+static void nudge_band(lanepool_lane_t *lane) {
+  lanepool_t *pool = lane->pool;
+  uint32_t n = pool->lanes_per_band;
+  if (n < 2) return;
+  lanepool__band_watch *w = &pool->watch[lane->band];
+  if (atomic_load_explicit(&w->watching, memory_order_seq_cst) != 0 ||
+      atomic_load_explicit(&w->idle, memory_order_seq_cst) == 0)
+    return;
+  lanepool_lane_t **lanes = &pool->lanes[lane->band * n];
+  for (uint32_t k = 1; k < n; k++)
+    if (wake_if_parked(lanes[(lane->index + k) % n])) return;
+}
+
+/* Tasks a lane has finished, inline syncs included: its queue moves when this does. */
+static inline uint64_t lane_progress(const lanepool_lane_t *lane) {
+  return atomic_load_explicit(&((lanepool_lane_t *)lane)->executed, memory_order_relaxed) +
+         atomic_load_explicit(&((lanepool_lane_t *)lane)->lent_out, memory_order_relaxed);
+}
+
+/* A sibling that is not parked and has work queued: its queue waits for its current
+ * task (or for its borrower). */
+static inline bool sibling_blocked(const lanepool_lane_t *s) {
+  return atomic_load_explicit(&((lanepool_lane_t *)s)->sleeping, memory_order_relaxed) !=
+             LANE_PARKED &&
+         lanepool__lane_depth(s) != 0;
+}
+
+/* The sibling of the band whose queue has not moved for LANEPOOL__SIBLING_STARVED_NS
+ * while it was not parked, or NULL. Watches one sibling at a time; looks for another
+ * (a few per call, in turn) when the watched one moves on or has nothing queued. */
+static lanepool_lane_t *stuck_sibling(lanepool_lane_t *lane, uint64_t now) {
+  uint32_t n = lane->pool->lanes_per_band;
+  if (n < 2) return NULL;
+  lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
+  if (lane->steal_victim) {
+    lanepool_lane_t *s = lanes[lane->steal_victim - 1];
+    if (sibling_blocked(s)) {
+      uint64_t p = lane_progress(s);
+      if (p == lane->steal_progress)
+        return now - lane->steal_since >= LANEPOOL__SIBLING_STARVED_NS ? s : NULL;
+      lane->steal_progress = p;
+      lane->steal_since = now;
+      return NULL;
+    }
+    lane->steal_victim = 0;
+  }
+  uint32_t looks = n - 1 < 4 ? n - 1 : 4;
+  for (uint32_t k = 0; k < looks; k++) {
+    uint32_t i = ++lane->steal_next % n;
+    if (i == lane->index) i = ++lane->steal_next % n;
+    if (sibling_blocked(lanes[i])) {
+      lane->steal_victim = i + 1;
+      lane->steal_progress = lane_progress(lanes[i]);
+      lane->steal_since = now;
+      break;
+    }
+  }
+  return NULL;
+}
+
+/* The watched sibling, stuck, with a stealable task at its head: NULL if none. */
+static inline lanepool_lane_t *stuck_with_stealable(lanepool_lane_t *lane, uint64_t now) {
+  lanepool_lane_t *s = stuck_sibling(lane, now);
+  return s && lanepool__ring_head_stealable(&s->ring) ? s : NULL;
+}
+
+/* Takes the stealable head task of the watched sibling if it is stuck. */
+static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
+  if (!lane->steal_victim) return false; /* nothing seen blocked: no clock read */
+  lanepool_lane_t *s = stuck_sibling(lane, lanepool__now_ns());
+  if (!s || !lanepool__ring_steal(&s->ring, out)) return false;
+  atomic_fetch_add_explicit(&lane->stolen, 1, memory_order_relaxed);
+  /* More may wait behind it: if no lane watches, wake an idle one to look. */
+  if (lanepool__ring_head_stealable(&s->ring)) nudge_band(s);
+  return true;
+}
+
+/* Any sibling not parked (busy, spinning or lent): work pushed behind it may get stuck. */
+static bool sibling_awake(lanepool_lane_t *lane) {
+  uint32_t n = lane->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
+  for (uint32_t k = 1; k < n; k++) {
+    lanepool_lane_t *s = lanes[(lane->index + k) % n];
+    if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst) != LANE_PARKED ||
+        lanepool__lane_depth(s) != 0)
+      return true;
+  }
+  return false;
+}
+
+static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                            unsigned flags) {
+  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, arg, flags);
   if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
-    int rc = lanepool__ring_push(&lane->ring, fn, ctx, arg, own);
+    int rc = lanepool__ring_push(&lane->ring, fn, ctx, arg, flags);
     if (rc != EAGAIN) return rc;
   }
-  return spill_push(lane, fn, ctx, arg, own);
+  return spill_push(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
 }
 
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  int rc = push_once(lane, fn, ctx, arg, own);
+  int rc = push_once(lane, fn, ctx, arg, flags);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     /* The pool drains: only its own lanes may still add work (the drain's tail). */
-    rc = lanepool__is_own_lane(lane->pool) ? push_once(lane, fn, ctx, arg, true) : ESHUTDOWN;
-  if (rc == 0) wake_if_parked(lane);
+    rc = lanepool__is_own_lane(lane->pool)
+             ? push_once(lane, fn, ctx, arg, flags | LANEPOOL__PUSH_OWN)
+             : ESHUTDOWN;
+  /* A stealable task behind a lane that is not parked: make sure a sibling looks out. */
+  if (rc == 0 && !wake_if_parked(lane) && (flags & LANEPOOL__PUSH_STEAL)) nudge_band(lane);
   return rc;
 }
 
@@ -352,37 +478,8 @@ void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
 /* ---- the lane thread -------------------------------------------------------- */
 
 static inline bool has_work(lanepool_lane_t *lane, memory_order order) {
-  return lanepool__ring_tail(&lane->ring, order) != lane->ring.head ||
+  return lanepool__ring_tail(&lane->ring, order) != atomic_load_explicit(&lane->ring.head, order) ||
          atomic_load_explicit(&lane->spill_count, order) != 0;
-}
-
-/* A sibling of the band (one per call, in turn) that is awake with work queued and has
- * not finished a task for LANEPOOL__SIBLING_STARVED_NS: it is waiting for a CPU, maybe
- * the one this spinner holds (two lanes on one CPU, the other CPUs busy: the kernel
- * need not run it when the spinner yields, the spinner being ahead in its share).
- * `w` keeps what the last call saw. */
-typedef struct {
-  uint32_t next;
-  const lanepool_lane_t *seen;
-  uint64_t seen_executed, seen_at;
-} sibling_watch;
-
-static bool sibling_starved(lanepool_lane_t *lane, sibling_watch *w, uint64_t now) {
-  uint32_t n = lane->pool->lanes_per_band;
-  if (n < 2) return false;
-  if (++w->next % n == lane->index) w->next++;
-  lanepool_lane_t *sib = lane->pool->lanes[lane->band * n + w->next % n];
-  /* Its depth, not has_work(): `ring.head` is private to the sibling's own thread. */
-  if (atomic_load_explicit(&sib->sleeping, memory_order_relaxed) != LANE_AWAKE ||
-      lanepool__lane_depth(sib) == 0)
-    return false;
-  uint64_t done = atomic_load_explicit(&sib->executed, memory_order_relaxed);
-  if (w->seen == sib && w->seen_executed == done)
-    return now - w->seen_at >= LANEPOOL__SIBLING_STARVED_NS;
-  w->seen = sib;
-  w->seen_executed = done;
-  w->seen_at = now;
-  return false;
 }
 
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
@@ -410,7 +507,6 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   bool found = false;
   uint64_t last = lanepool__now_ns();
   uint64_t deadline = last + budget;
-  sibling_watch watch = {.next = lane->index};
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
@@ -427,9 +523,14 @@ static bool spin_for_work(lanepool_lane_t *lane) {
      * scheduled again. Either way, park (work then wakes it: the kernel can place a
      * woken thread where a CPU is free). */
     if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
-    /* A sibling waits for a CPU with work queued: free this one (parking lets the
-     * kernel run it here, or pull it here from a busy CPU). */
-    if (sibling_starved(lane, &watch, t)) break;
+    /* A sibling's queue has not moved: take its stealable head task (the loop steals
+     * it); with a lane-bound task there, it may wait for a CPU, maybe this one: free it
+     * (parking lets the kernel run it here, or pull it here from a busy CPU). */
+    lanepool_lane_t *stuck = stuck_sibling(lane, t);
+    if (stuck) {
+      found = lanepool__ring_head_stealable(&stuck->ring);
+      break;
+    }
     last = t;
     sched_yield(); /* cede the core to a runnable producer, if any */
     if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
@@ -457,6 +558,34 @@ static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
   lane->spin_now = grown < lane->spin_ns ? (uint32_t)grown : lane->spin_ns;
 }
 
+/* Parked with a timeout as the band's lookout: true if it is time to go and steal (the
+ * lane is AWAKE again, by its own CAS). Gives the lookout up (to park without a timeout)
+ * once no sibling is awake. */
+static bool lookout(lanepool_lane_t *lane, bool *watching) {
+  lanepool__band_watch *w = &lane->pool->watch[lane->band];
+  uint64_t now = lanepool__now_ns();
+  if (stuck_with_stealable(lane, now)) {
+    uint32_t parked = LANE_PARKED;
+    /* AWAKE by this CAS: no borrower can take the lane while it runs a stolen task. */
+    return atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                                   memory_order_seq_cst, memory_order_relaxed);
+  }
+  if (sibling_awake(lane)) return false;
+  /* Every sibling parked: idle first, then no longer the lookout, then look once more
+   * (the Dekker pair with nudge_band). */
+  atomic_fetch_add_explicit(&w->idle, 1, memory_order_seq_cst);
+  atomic_store_explicit(&w->watching, 0, memory_order_seq_cst);
+  *watching = false;
+  uint32_t none = 0;
+  if (sibling_awake(lane) &&
+      atomic_compare_exchange_strong_explicit(&w->watching, &none, 1, memory_order_seq_cst,
+                                              memory_order_relaxed)) {
+    atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
+    *watching = true;
+  }
+  return false;
+}
+
 static void park(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
@@ -470,13 +599,41 @@ static void park(lanepool_lane_t *lane) {
   }
   /* Idle: if the pool drains, its driver may be waiting for this moment. */
   lanepool__drain_idle(lane->pool);
+  /* Idle first, then look at the siblings (the Dekker pair with nudge_band): the band's
+   * lookout if a sibling is awake and nobody else looks out. */
+  lanepool__band_watch *w = &lane->pool->watch[lane->band];
+  atomic_fetch_add_explicit(&w->idle, 1, memory_order_seq_cst);
+  bool watching = false;
+  uint32_t none = 0;
+  if (lane->pool->lanes_per_band > 1 && sibling_awake(lane) &&
+      atomic_compare_exchange_strong_explicit(&w->watching, &none, 1, memory_order_seq_cst,
+                                              memory_order_relaxed)) {
+    atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
+    watching = true;
+    (void)stuck_sibling(lane, lanepool__now_ns()); /* the first look: from now on */
+  }
   uint64_t t0 = lanepool__now_ns();
+  bool stealing = false;
   uint32_t v;
   /* acquire: pairs with the waker's CAS to AWAKE (a release sequence that starts at a
    * borrower's release store of PARKED, so the inline closure happens before). */
-  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE)
-    lanepool__futex_wait(&lane->sleeping, v);
-  adapt_after_park(lane, lanepool__now_ns() - t0);
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
+    if (watching && v == LANE_PARKED) {
+      if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__WATCH_POLL_NS) &&
+          lookout(lane, &watching))
+        stealing = true;
+    } else {
+      lanepool__futex_wait(&lane->sleeping, v);
+    }
+  }
+  if (watching) {
+    atomic_store_explicit(&w->watching, 0, memory_order_seq_cst);
+    /* Woken for work of its own while a sibling may be stuck: pass the lookout on. */
+    if (!stealing) nudge_band(lane);
+  } else {
+    atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
+  }
+  if (!stealing) adapt_after_park(lane, lanepool__now_ns() - t0);
 }
 
 static void sync_trampoline(void *arg);
@@ -504,9 +661,11 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
     sched_yield(); /* the driver is closing the lanes one by one: a short wait */
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
-  for (uint64_t pos = r->head; pos < end; pos++) {
+  /* A thief that looked at the state before the cancel may still take a stealable
+   * head cell (never a sync): wait_cell skips what it took. */
+  for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
     lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    cancel_if_sync(&slot->fn, slot->ctx, slot->arg);
+    if (slot && !lanepool__ring_stealable(slot)) cancel_if_sync(&slot->fn, slot->ctx, slot->arg);
   }
   pthread_mutex_lock(&lane->spill_lock);
   uint64_t len = atomic_load_explicit(&lane->spill_count, memory_order_relaxed);
@@ -559,7 +718,8 @@ static void lane_loop(lanepool_lane_t *lane) {
     lanepool__task task;
     bool got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
-      if (lanepool__ring_tail(&lane->ring, memory_order_acquire) != lane->ring.head) {
+      if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=
+          atomic_load_explicit(&lane->ring.head, memory_order_acquire)) {
         cpu_relax(); /* a producer claimed a cell and is about to publish it */
         continue;
       }
@@ -567,6 +727,8 @@ static void lane_loop(lanepool_lane_t *lane) {
       if (sr == SPILL_RING_FIRST) continue;
       got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
+    /* Nothing of its own: a stealable task stuck behind a busy sibling. */
+    if (!got) got = steal_stuck(lane, &task);
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
@@ -719,8 +881,8 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
   while (batch_pop(lane, &task)) discard_task(&task, discard, discard_arg);
   lanepool__ring *r = &lane->ring;
   uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
-  for (; r->head < end;) {
-    (void)lanepool__ring_wait_cell(r, r->head);
+  for (uint64_t pos; (pos = lanepool__ring_head(r)) < end;) {
+    (void)lanepool__ring_wait_cell(r, pos);
     task = (lanepool__task){NULL, NULL, NULL};
     if (lanepool__ring_pop(r, &task)) discard_task(&task, discard, discard_arg);
   }
@@ -854,7 +1016,7 @@ static void lane_give_back(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
   /* `head` is read while the lane is still lent: once PARKED is stored a producer may
    * wake the lane, which then moves it. (A stale head only costs a spare wake check.) */
-  uint64_t head = lane->ring.head;
+  uint64_t head = lanepool__ring_head(&lane->ring);
   /* seq_cst (a release too): the closure's effects happen before the lane's next task. */
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   if (!lent_lane_idle(lane, head)) wake_if_parked(lane);
@@ -891,7 +1053,7 @@ static bool lane_borrow(lanepool_lane_t *lane) {
   atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
-  if (lent_lane_idle(lane, lane->ring.head) &&
+  if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) &&
       atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
     return true;
   lane_finish_lent(lane); /* queued work runs first (FIFO), or the pool is stopping */

@@ -212,6 +212,8 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     atomic_init(&pool->rr[b].value, 0);
     atomic_init(&pool->warm[b].value, 0);
+    atomic_init(&pool->watch[b].idle, 0);
+    atomic_init(&pool->watch[b].watching, 0);
   }
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
@@ -553,7 +555,8 @@ static inline uint64_t next_random(void) {
 }
 
 /* A lane of the band spinning idle, if any; else the less loaded of two distinct random
- * lanes (power of two choices). */
+ * lanes (power of two choices), a parked one on a tie (an awake lane with nothing
+ * queued is most likely running a task). */
 lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
   uint32_t n = pool->lanes_per_band;
   lanepool_lane_t **lanes = &pool->lanes[(uint32_t)band * n];
@@ -564,7 +567,10 @@ lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
   uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
   uint32_t j = (uint32_t)((r >> 32) % (n - 1));
   if (j >= i) j++;
-  return lanepool__lane_depth(lanes[j]) < lanepool__lane_depth(lanes[i]) ? lanes[j] : lanes[i];
+  uint64_t di = lanepool__lane_depth(lanes[i]), dj = lanepool__lane_depth(lanes[j]);
+  if (di != dj) return dj < di ? lanes[j] : lanes[i];
+  return atomic_load_explicit(&lanes[i]->sleeping, memory_order_relaxed) == LANE_AWAKE ? lanes[j]
+                                                                                       : lanes[i];
 }
 
 /* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task. */
@@ -582,7 +588,10 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
                                   cur->band == (uint32_t)b && lanepool__lane_depth(cur) == 0
                               ? cur
                               : lanepool__pick(pool, b);
-  return lanepool__lane_push(lane, fn, ctx, arg, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+  /* Bound to no lane: an idle lane of the band may take it if this one is held up. */
+  return lanepool__lane_push(lane, fn, ctx, arg,
+                             LANEPOOL__PUSH_STEAL |
+                                 ((flags & LANEPOOL_SUBMIT_CONTINUATION) ? LANEPOOL__PUSH_OWN : 0));
 }
 
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,

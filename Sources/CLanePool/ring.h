@@ -24,6 +24,15 @@
  * Tail flags: CLOSED refuses every producer. OWN_ONLY refuses producers that did not
  * say `own` (a draining pool takes work only from its own threads); they get
  * LANEPOOL__RING_OWN_ONLY and decide for themselves.
+ *
+ * Stealing. A cell published with LANEPOOL__PUSH_STEAL carries LANEPOOL__SEQ_STEAL in
+ * its published sequence number: a task bound to no lane (submitted to a band), which
+ * another lane of the band may run. The owner pops every cell in order; a thief takes
+ * only the head cell, and only when it is published and marked. Owner and thieves
+ * claim the head with a CAS, so each cell is taken once; a thief's acquire load of the
+ * marked seq pairs with the producer's release publish, and nothing can reuse the cell
+ * before the CAS winner frees it, so the thief's CAS on `head` validates what it read.
+ * Lane-bound cells are never stolen, so a lane's own work keeps its FIFO order.
  */
 #ifndef LANEPOOL_RING_H
 #define LANEPOOL_RING_H
@@ -47,6 +56,12 @@
 #define LANEPOOL__TAIL_FLAGS    (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
 /* ring_push's answer to a producer that is not `own` while OWN_ONLY is set. */
 #define LANEPOOL__RING_OWN_ONLY (-1)
+/* Push flags: OWN, the producer may add while OWN_ONLY is set (`true` converts to it);
+ * STEAL, the task is bound to no lane (see "Stealing" above). */
+#define LANEPOOL__PUSH_OWN      1u
+#define LANEPOOL__PUSH_STEAL    2u
+/* In a published cell's seq: the cell may be stolen. Positions stay below 2^62. */
+#define LANEPOOL__SEQ_STEAL     (UINT64_C(1) << 63)
 
 typedef void (*lanepool__ring_fn)(void *);
 
@@ -79,9 +94,9 @@ typedef struct lanepool__ring {
   uint64_t mask; /* capacity - 1 */
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
-  /* ---- [cons] ---- */
-  alignas(LANEPOOL__CACHE_LINE) uint64_t head; /* private to the consumer */
-  _Atomic uint64_t head_pub;                   /* [atomic: relaxed] copy, for depth */
+  /* ---- [cons] the next cell to take: advanced by a CAS of the owner or of a thief
+   * (seq_cst); read by the depth and emptiness checks ---- */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t head;
 } lanepool__ring;
 
 /* The layout the performance argument rests on: producers' tail and the consumer's
@@ -107,21 +122,26 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
     slots[i].arg = NULL;
   }
   atomic_init(&r->tail, 0);
-  r->head = 0;
-  atomic_init(&r->head_pub, 0);
+  atomic_init(&r->head, 0);
+}
+
+/* The published seq of the cell at `pos`, for push flags `flags`. */
+static inline uint64_t lanepool__ring_published(uint64_t pos, unsigned flags) {
+  return (pos + 1) | ((flags & LANEPOOL__PUSH_STEAL) ? LANEPOOL__SEQ_STEAL : 0);
 }
 
 /* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
- * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and !own). */
+ * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). */
 static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
-                                      bool own) {
+                                      unsigned flags) {
+  const bool own = flags & LANEPOOL__PUSH_OWN;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
     if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
     if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     lanepool__slot *slot = &r->slots[pos & r->mask];
-    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_STEAL;
     int64_t diff = (int64_t)(seq - pos);
     if (diff == 0) {
       /* seq_cst: ordered before the `sleeping` load of the parking protocol. The
@@ -132,7 +152,8 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
         slot->fn = fn;
         slot->ctx = ctx;
         slot->arg = arg;
-        atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
+        atomic_store_explicit(&slot->seq, lanepool__ring_published(pos, flags),
+                              memory_order_release);
         return 0;
       }
     } else if (diff < 0) {
@@ -150,7 +171,9 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
  * from the tail (the consumer frees cells in order), so the largest k whose last cell
  * is free is found by a binary search on cell sequence numbers. */
 static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
-                                        void *const *args, uint64_t n, bool own, uint64_t *pushed) {
+                                        void *const *args, uint64_t n, unsigned flags,
+                                        uint64_t *pushed) {
+  const bool own = flags & LANEPOOL__PUSH_OWN;
   *pushed = 0;
   if (n == 0) return 0;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -159,7 +182,9 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     int64_t first =
-        (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) - pos);
+        (int64_t)((atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) &
+                   ~LANEPOOL__SEQ_STEAL) -
+                  pos);
     if (first < 0) return EAGAIN;
     if (first > 0) { /* another producer claimed pos: look again */
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -187,26 +212,69 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
       slot->fn = fn;
       slot->ctx = ctxs[i];
       slot->arg = args ? args[i] : NULL;
-      atomic_store_explicit(&slot->seq, pos + i + 1, memory_order_release);
+      atomic_store_explicit(&slot->seq, lanepool__ring_published(pos + i, flags),
+                            memory_order_release);
     }
     *pushed = k;
     return 0;
   }
 }
 
-/* Consumer only. true and *out if the head cell is published. */
-static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *out) {
-  uint64_t pos = r->head;
+/* Takes the cell at `pos` (the CAS on head already won it): reads it, frees it. */
+static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool__ring_task *out) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
-  uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-  if (seq != pos + 1) return false;
   out->fn = slot->fn;
   out->ctx = slot->ctx;
   out->arg = slot->arg;
   atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
-  r->head = pos + 1;
-  atomic_store_explicit(&r->head_pub, pos + 1, memory_order_relaxed);
+}
+
+/* The owner (the lane thread, or the discard pass after the join). true and *out if
+ * the head cell is published; a cell a thief took meanwhile is skipped. */
+static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *out) {
+  uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+  for (;;) {
+    uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
+    if ((seq & ~LANEPOOL__SEQ_STEAL) != pos + 1) {
+      uint64_t now = atomic_load_explicit(&r->head, memory_order_relaxed);
+      if (now == pos) return false; /* not published yet */
+      pos = now;                    /* a thief took it: look at the new head */
+      continue;
+    }
+    /* seq_cst: ordered with the emptiness checks (tail against head) of the park
+     * protocol, as the producers' CAS on tail is. */
+    if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
+                                              memory_order_relaxed)) {
+      lanepool__ring_take(r, pos, out);
+      return true;
+    }
+  }
+}
+
+/* A thief (another lane of the band). true and *out if the head cell is published and
+ * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
+ * lane-bound task first, or another taker won). */
+static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
+  uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
+  uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
+  if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) return false;
+  if (!atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
+                                               memory_order_relaxed))
+    return false;
+  lanepool__ring_take(r, pos, out);
   return true;
+}
+
+/* true if the head cell is published and stealable (a hint: it may be taken at once). */
+static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
+  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
+  return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_relaxed) ==
+         ((pos + 1) | LANEPOOL__SEQ_STEAL);
+}
+
+/* The head position (seq_cst: the emptiness checks compare it with tail). */
+static inline uint64_t lanepool__ring_head(const lanepool__ring *r) {
+  return atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_seq_cst);
 }
 
 /* Claims made so far (flags stripped). */
@@ -225,21 +293,31 @@ static inline uint64_t lanepool__ring_close(lanepool__ring *r, uint64_t flag) {
   return atomic_fetch_or_explicit(&r->tail, flag, memory_order_seq_cst) & ~LANEPOOL__TAIL_FLAGS;
 }
 
-/* Consumer only: the cell at `pos` (head <= pos < a tail read earlier), once its
- * producer has published it. A claim is published a few instructions after the CAS
- * unless the producer is preempted there, so wait with a yield. */
+/* The owner: the cell at `pos` (head <= pos < a tail read earlier), once its producer
+ * has published it; NULL if a thief took it meanwhile (head moved past it). A claim is
+ * published a few instructions after the CAS unless the producer is preempted there,
+ * so wait with a yield. */
 static inline lanepool__slot *lanepool__ring_wait_cell(lanepool__ring *r, uint64_t pos) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
-  for (int spins = 0; atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1; spins++) {
+  for (int spins = 0;
+       (atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_STEAL) != pos + 1;
+       spins++) {
+    if (atomic_load_explicit(&r->head, memory_order_acquire) > pos) return NULL;
     if (spins >= 64) sched_yield();
   }
   return slot;
 }
 
+/* true if the published cell `slot` may be stolen. */
+static inline bool lanepool__ring_stealable(const lanepool__slot *slot) {
+  return atomic_load_explicit(&((lanepool__slot *)slot)->seq, memory_order_relaxed) &
+         LANEPOOL__SEQ_STEAL;
+}
+
 /* Tasks queued now (approximate while producers and the consumer run). */
 static inline uint64_t lanepool__ring_depth(const lanepool__ring *r) {
   uint64_t t = lanepool__ring_tail(r, memory_order_relaxed);
-  uint64_t h = atomic_load_explicit(&((lanepool__ring *)r)->head_pub, memory_order_relaxed);
+  uint64_t h = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_relaxed);
   return t > h ? t - h : 0;
 }
 

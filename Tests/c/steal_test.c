@@ -1,0 +1,244 @@
+/*
+ * steal_test.c - tasks submitted to a band never wait behind a busy lane while another
+ * lane of the band is idle; lane-bound tasks are never taken by another lane; nothing
+ * is lost or run twice when lanes steal, drain or cancel.
+ *
+ * Every wait is for a condition, with a cap (WAIT_CAP_NS) that only a hang reaches:
+ * the verdicts never depend on timing.
+ *
+ * Usage: steal_test [rounds]   (default 20)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "check.h"
+#include "lanepool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define WAIT_CAP_NS (30ull * 1000000000ull)
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* true once *flag != 0; false if the cap ran out (a hang). */
+static bool wait_flag(_Atomic int *flag) {
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (!atomic_load(flag)) {
+    if (now_ns() > end) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+static lanepool_t *make_pool(const char *name, uint32_t lanes) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = lanes;
+  lanepool_t *p = NULL;
+  int rc = lanepool_create(&cfg, &p);
+  if (rc) {
+    fprintf(stderr, "lanepool_create(%s): %s\n", name, strerror(rc));
+    exit(2);
+  }
+  return p;
+}
+
+static lanepool_lane_t *current(void) {
+  lanepool_lane_t *l = NULL;
+  return lanepool_current_lane(&l) == 0 ? l : NULL;
+}
+
+/* ---- the hang's shape: a task waits for a task it submitted to its own band -------- */
+
+typedef struct {
+  lanepool_t *pool;
+  unsigned flags;
+  _Atomic int child_ran, parent_done, parent_saw_child, submit_rc;
+  lanepool_lane_t *_Atomic parent_lane, *_Atomic child_lane;
+} fanout;
+
+static void child_task(void *arg) {
+  fanout *f = arg;
+  atomic_store(&f->child_lane, current());
+  atomic_store(&f->child_ran, 1);
+}
+
+static void parent_task(void *arg) {
+  fanout *f = arg;
+  atomic_store(&f->parent_lane, current());
+  /* (No CHECK on a lane: the counters belong to the main thread.) */
+  atomic_store(&f->submit_rc,
+               lanepool_async_flags(f->pool, LANEPOOL_QOS_DEFAULT, child_task, f, f->flags));
+  /* The parent keeps its lane until the child has run: only another lane can run it. */
+  atomic_store(&f->parent_saw_child, wait_flag(&f->child_ran));
+  atomic_store(&f->parent_done, 1);
+}
+
+static void test_job_waiting_for_its_own_submit(unsigned flags) {
+  current_test = flags ? "a task waits for a LOCAL submit of its own" : "a task waits for a submit";
+  lanepool_t *pool = make_pool("steal-hang", 2);
+  fanout f = {.pool = pool, .flags = flags};
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, parent_task, &f), 0);
+  CHECK(wait_flag(&f.parent_done));
+  CHECK_RC(atomic_load(&f.submit_rc), 0);
+  CHECK(atomic_load(&f.parent_saw_child));
+  CHECK(atomic_load(&f.child_lane) != NULL);
+  CHECK(atomic_load(&f.child_lane) != atomic_load(&f.parent_lane));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- lane-bound tasks stay on their lane, in order --------------------------------- */
+
+typedef struct {
+  _Atomic int release, started;
+  lanepool_lane_t *lane;
+  _Atomic int next, wrong_lane, out_of_order;
+} bound_run;
+
+static void blocker(void *arg) {
+  bound_run *b = arg;
+  atomic_store(&b->started, 1);
+  (void)wait_flag(&b->release);
+}
+
+typedef struct {
+  bound_run *b;
+  int index;
+} bound_item;
+
+static void bound_task(void *arg) {
+  bound_item *it = arg;
+  if (current() != it->b->lane) atomic_fetch_add(&it->b->wrong_lane, 1);
+  if (atomic_fetch_add(&it->b->next, 1) != it->index) atomic_fetch_add(&it->b->out_of_order, 1);
+}
+
+static void test_bound_tasks_are_never_stolen(void) {
+  current_test = "lane-bound tasks behind a blocked task are not taken by an idle lane";
+  lanepool_t *pool = make_pool("steal-bound", 2);
+  bound_run b = {0};
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &b.lane), 0);
+  CHECK_RC(lanepool_lane_async(b.lane, blocker, &b), 0);
+  CHECK(wait_flag(&b.started));
+  enum { N = 200 };
+  static bound_item items[N];
+  for (int i = 0; i < N; i++) {
+    items[i] = (bound_item){&b, i};
+    CHECK_RC(lanepool_lane_async(b.lane, bound_task, &items[i]), 0);
+  }
+  /* A stealable task on the same band: it must run (on the other lane) while the bound
+   * ones wait. It proves a lookout was there to take work; the bound ones stay. */
+  fanout f = {.pool = pool};
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, child_task, &f), 0);
+  CHECK(wait_flag(&f.child_ran));
+  CHECK(atomic_load(&b.next) == 0); /* none of the bound tasks ran elsewhere */
+  atomic_store(&b.release, 1);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&b.next) == N);
+  CHECK(atomic_load(&b.wrong_lane) == 0);
+  CHECK(atomic_load(&b.out_of_order) == 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- exactly once: stealing under load, with drain and cancel ----------------------- */
+
+#define SLOTS 20000
+
+typedef struct {
+  lanepool_t *pool;
+  _Atomic uint8_t ran[SLOTS];
+  _Atomic uint8_t discarded[SLOTS];
+  _Atomic uint32_t next_id;
+  _Atomic uint32_t accepted;
+  _Atomic int twice;
+} ledger;
+
+static ledger book;
+
+static void counted(void *arg);
+
+/* Each task spins a little now and then (so that lanes get stuck and siblings steal)
+ * and submits a follow-up from its lane, LOCAL, the Swift executor's way. */
+static void submit_one(unsigned flags) {
+  uint32_t id = atomic_fetch_add(&book.next_id, 1);
+  if (id >= SLOTS) return;
+  if (lanepool_async_flags(book.pool, LANEPOOL_QOS_DEFAULT, counted, (void *)(uintptr_t)id,
+                           flags) == 0)
+    atomic_fetch_add(&book.accepted, 1);
+}
+
+static void counted(void *arg) {
+  uint32_t id = (uint32_t)(uintptr_t)arg;
+  if (atomic_fetch_add(&book.ran[id], 1) != 0) atomic_store(&book.twice, 1);
+  if (id % 64 == 0) { /* a long task: its queue waits */
+    uint64_t end = now_ns() + 200000;
+    while (now_ns() < end) {}
+  }
+  if (id % 3 == 0) submit_one(LANEPOOL_SUBMIT_LOCAL | LANEPOOL_SUBMIT_CONTINUATION);
+}
+
+static void discard_counted(lanepool_fn fn, void *ctx, void *arg) {
+  (void)arg;
+  if (fn != counted) return;
+  uint32_t id = (uint32_t)(uintptr_t)ctx;
+  if (atomic_fetch_add(&book.discarded[id], 1) != 0) atomic_store(&book.twice, 1);
+}
+
+static void *producer(void *arg) {
+  (void)arg;
+  while (atomic_load(&book.next_id) < SLOTS / 2) submit_one(0);
+  return NULL;
+}
+
+static void test_exactly_once(int round, lanepool_shutdown_mode_t mode) {
+  current_test = mode == LANEPOOL_SHUTDOWN_DRAIN ? "exactly once with stealing, drain"
+                                                 : "exactly once with stealing, cancel";
+  memset(&book, 0, sizeof book);
+  book.pool = make_pool("steal-once", 2);
+  pthread_t th[3];
+  for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, producer, NULL);
+  for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  if (round % 2) sched_yield();
+  CHECK_RC(lanepool_shutdown(book.pool, mode, discard_counted, NULL), 0);
+  uint32_t issued = atomic_load(&book.next_id);
+  if (issued > SLOTS) issued = SLOTS;
+  uint32_t ran = 0, discarded = 0, both = 0;
+  for (uint32_t i = 0; i < SLOTS; i++) {
+    ran += atomic_load(&book.ran[i]) != 0;
+    discarded += atomic_load(&book.discarded[i]) != 0;
+    both += atomic_load(&book.ran[i]) && atomic_load(&book.discarded[i]);
+  }
+  CHECK(!atomic_load(&book.twice));
+  CHECK(both == 0);
+  /* Every accepted task ran or came back, once; a drain runs them all. */
+  CHECK(ran + discarded == atomic_load(&book.accepted));
+  if (mode == LANEPOOL_SHUTDOWN_DRAIN) CHECK(discarded == 0);
+  CHECK_RC(lanepool_destroy(book.pool), 0);
+}
+
+int main(int argc, char **argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 20;
+  for (int r = 0; r < rounds; r++) {
+    test_job_waiting_for_its_own_submit(0);
+    test_job_waiting_for_its_own_submit(LANEPOOL_SUBMIT_LOCAL);
+    test_job_waiting_for_its_own_submit(LANEPOOL_SUBMIT_LOCAL | LANEPOOL_SUBMIT_CONTINUATION);
+  }
+  for (int r = 0; r < (rounds + 3) / 4; r++) test_bound_tasks_are_never_stolen();
+  for (int r = 0; r < rounds; r++) {
+    test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
+    test_exactly_once(r, LANEPOOL_SHUTDOWN_CANCEL);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
