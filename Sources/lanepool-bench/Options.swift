@@ -5,7 +5,9 @@ import ArgumentParser
 import Foundation
 
 /// Every workload, in the order a run measures them.
-let allWorkloads = ["limit", "w1", "w2", "submit", "floor", "w3", "w3b", "w3i", "w4", "w5", "w6", "w7", "w8", "w9"]
+let allWorkloads = [
+  "limit", "w1", "w2", "submit", "floor", "w3", "w3b", "w3i", "w4", "w5", "w6", "w7", "w8", "w9", "fanout",
+]
 
 struct BenchCommand: ParsableCommand {
   static let configuration = CommandConfiguration(

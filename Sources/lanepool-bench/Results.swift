@@ -204,6 +204,7 @@ struct RunResult: Codable {
   var w7: [String: IdleResult]?
   var w8: [String: W8Result]?
   var w9: [String: W9Result]?
+  var fanout: [String: FanOutResult]?
 }
 
 /// The whole JSON file.

@@ -14,6 +14,13 @@ if CommandLine.arguments.count == 4, CommandLine.arguments[1] == "--w9-default-e
   defaultExecutorChild(calls: Int(CommandLine.arguments[2])!, rounds: Int(CommandLine.arguments[3])!)
 }
 
+// The fan-out rows' children (FanOut.swift): one executor per process.
+if CommandLine.arguments.count == 5, CommandLine.arguments[1] == "--fanout-child" {
+  fanOutChild(
+    executor: CommandLine.arguments[2], rounds: Int(CommandLine.arguments[3])!,
+    children: Int(CommandLine.arguments[4])!)
+}
+
 // Flags (Options.swift): an unknown flag or a bad value exits with the usage.
 let options = Options(BenchCommand.parseOrExit())
 
@@ -456,6 +463,35 @@ for runIndex in 1...options.repeatCount {
       ratios.add("w9", "ns/call", name, base: base9, r.nsPerCall / b)
     }
     result.w9 = Dictionary(uniqueKeysWithValues: res.map { ($0.0, $0.1) })
+  }
+
+  if options.runs("fanout") {
+    let children = 4 * ProcessInfo.processInfo.activeProcessorCount
+    let res = runFanOut(rounds: options.rounds, repeats: 3, children: children)
+    print("")
+    print(
+      "Fan-out: async code on Swift's executor and on LanePool installed as the executor, a child process each, alternately 3 times; medians of \(options.rounds) rounds"
+    )
+    print("  fan-out: a task busy 100 ms while its child (async let) does 100 ms of CPU work")
+    print(
+      "  task group: \(children) CPU-bound children sharing 100 ms x \(ProcessInfo.processInfo.activeProcessorCount) CPUs"
+    )
+    let w = [30, 14, 14, 10]
+    header(["executor", "fan-out ms", "task group ms", "vs Swift"], w)
+    if let swift = res["swift"] {
+      for (name, key) in [("Swift's executor", "swift"), ("LanePool as the executor", "lanepool")] {
+        guard let r = res[key] else { continue }
+        print(
+          row(
+            [
+              name, f1(r.fanOutMs), f1(r.taskGroupMs),
+              "\(ratio(r.fanOutMs, swift.fanOutMs)) / \(ratio(r.taskGroupMs, swift.taskGroupMs))",
+            ], w))
+        ratios.add("fanout", "fan-out ms", name, base: "Swift's executor", r.fanOutMs / swift.fanOutMs)
+        ratios.add("fanout", "task group ms", name, base: "Swift's executor", r.taskGroupMs / swift.taskGroupMs)
+      }
+    }
+    result.fanout = res
   }
 
   runs.append(result)
