@@ -106,6 +106,10 @@ struct lanepool_lane {
 
   /* ---- consumer (the lane thread) ---- */
   alignas(LANEPOOL__CACHE_LINE) uint32_t spin_now; /* [cons] the adaptive spin budget */
+  /* [cons; or its borrower's thread while LENT] a task of this lane submitted work to
+   * another lane of the pool: the next spin may go past the spinner cap (the reply is
+   * likely to come soon, and the receiver may be a spinner too). */
+  bool handed_off;
   /* [cons, atomic: release store after each task; acquire by the drain scan] tasks
    * finished (returned, or ended their thread) */
   _Atomic uint64_t executed;

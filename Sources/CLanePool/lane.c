@@ -414,9 +414,12 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
     rc = lanepool__is_own_lane(lane->pool)
              ? push_once(lane, fn, ctx, arg, flags | LANEPOOL__PUSH_OWN)
              : ESHUTDOWN;
+  if (rc) return rc;
   /* A stealable task behind a lane that is not parked: make sure a sibling looks out. */
-  if (rc == 0 && !wake_if_parked(lane) && (flags & LANEPOOL__PUSH_STEAL)) nudge_band(lane);
-  return rc;
+  if (!wake_if_parked(lane) && (flags & LANEPOOL__PUSH_STEAL)) nudge_band(lane);
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
+  return 0;
 }
 
 /* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
@@ -492,7 +495,13 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   _Atomic uint32_t *spinners =
       lane->low_latency ? &lane->pool->interactive_spinner : &lane->pool->spinners;
   uint32_t slots = lane->low_latency ? 1 : lane->pool->max_spinners;
-  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= slots) {
+  /* Just handed work to another lane: its answer (an actor's reply, the next step of a
+   * chain) tends to come back within microseconds, and the receiver, busy now, may be
+   * the spinner that holds the slot. Spin past the cap, on the adaptive budget: a
+   * hand-off whose answer does not come halves it, as any spin that finds nothing. */
+  bool handed_off = lane->handed_off;
+  lane->handed_off = false;
+  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= slots && !handed_off) {
     atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
     return false;
   }

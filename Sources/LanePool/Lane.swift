@@ -131,12 +131,17 @@ extension LanePool {
     }
 
     /// The lane the calling task runs on, or nil when the caller is not a lane thread.
-    public static var current: Lane? {
+    public static var current: Lane? { currentUnmanaged?.takeUnretainedValue() }
+
+    /// ``current`` without a retain, for the job trampolines: the C lane holds a +1 on
+    /// its Lane object until its thread has exited, so the reference stays valid for
+    /// as long as the calling job runs.
+    static var currentUnmanaged: Unmanaged<Lane>? {
       var current: OpaquePointer?
       guard lanepool_current_lane(&current) == 0, let current else { return nil }
       var ud: UnsafeMutableRawPointer?
       guard lanepool_lane_userdata(current, &ud) == 0, let ud else { return nil }
-      return Unmanaged<Lane>.fromOpaque(ud).takeUnretainedValue()
+      return Unmanaged<Lane>.fromOpaque(ud)
     }
   }
 }

@@ -96,5 +96,6 @@ extension LanePool.Lane: SerialExecutor, TaskExecutor {
 /// DispatchSerialQueue.
 let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
   let job = unsafeBitCast(ctx!, to: UnownedJob.self)
-  job.runSynchronously(on: Lane.current!.asUnownedSerialExecutor())
+  // No retain of the lane per job: see Lane.currentUnmanaged.
+  job.runSynchronously(on: Lane.currentUnmanaged!._withUnsafeGuaranteedRef { $0.asUnownedSerialExecutor() })
 }

@@ -41,6 +41,7 @@ extension LanePool: TaskExecutor {
 /// (The discard callback recognises the three job and task trampolines by address.)
 let poolJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
   let job = unsafeBitCast(ctx!, to: UnownedJob.self)
-  let lane = Lane.current!
-  job.runSynchronously(on: lane.pool.asUnownedTaskExecutor())
+  // No retain of the lane per job: see Lane.currentUnmanaged.
+  let executor = Lane.currentUnmanaged!._withUnsafeGuaranteedRef { $0.pool.asUnownedTaskExecutor() }
+  job.runSynchronously(on: executor)
 }

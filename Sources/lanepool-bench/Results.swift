@@ -175,7 +175,12 @@ struct W9Result: Codable {
   var nsPerCall: Double
   /// Lane jobs per call (nil, left out of the JSON: the variant runs no lane jobs).
   var laneJobsPerCall: Double?
-  enum CodingKeys: String, CodingKey { case nsPerCall = "ns_per_call", laneJobsPerCall = "lane_jobs_per_call" }
+  /// The process's CPU time (user + system, every thread) per call: above nsPerCall
+  /// when threads spin while they wait for the other side's answer.
+  var cpuNsPerCall: Double? = nil
+  enum CodingKeys: String, CodingKey {
+    case nsPerCall = "ns_per_call", laneJobsPerCall = "lane_jobs_per_call", cpuNsPerCall = "cpu_ns_per_call"
+  }
 }
 
 /// W3b: W3 with a producer that sleeps between probes.

@@ -199,16 +199,32 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
     v.run(max(calls / 10, 100))  // warm-up
     var ns: [Double] = []
     var jobs: [Double] = []
+    var cpu: [Double] = []
     for _ in 0..<rounds {
       let j0 = laneJobs(pool)
+      let c0 = processCPUNanoseconds()
       let t0 = now()
       v.run(calls)
       ns.append(Double(now() - t0) / Double(calls))
+      cpu.append(Double(processCPUNanoseconds() - c0) / Double(calls))
       jobs.append(Double(laneJobs(pool) - j0) / Double(calls))
     }
-    out.append((v.name, W9Result(nsPerCall: median(ns), laneJobsPerCall: v.usesLanes ? median(jobs) : nil)))
+    out.append(
+      (
+        v.name,
+        W9Result(
+          nsPerCall: median(ns), laneJobsPerCall: v.usesLanes ? median(jobs) : nil, cpuNsPerCall: median(cpu)
+        )
+      ))
   }
   return out
+}
+
+/// CPU time of the whole process (every thread, user + system), in nanoseconds.
+func processCPUNanoseconds() -> UInt64 {
+  var ts = timespec()
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+  return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
 /// "LanePool as default executor" needs a process of its own (the default executor is
@@ -231,8 +247,8 @@ func defaultExecutorPingPong(calls: Int, rounds: Int) -> W9Result? {
     return nil
   }
   let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-  guard f.count == 2 else { return nil }
-  return W9Result(nsPerCall: f[0], laneJobsPerCall: f[1])
+  guard f.count == 3 else { return nil }
+  return W9Result(nsPerCall: f[0], laneJobsPerCall: f[1], cpuNsPerCall: f[2])
 }
 
 /// The child's side: LanePool is already the default executor (main.swift installs it
@@ -258,13 +274,16 @@ func defaultExecutorChild(calls: Int, rounds: Int) -> Never {
   run(max(calls / 10, 100))
   var ns: [Double] = []
   var jobs: [Double] = []
+  var cpu: [Double] = []
   for _ in 0..<rounds {
     let j0 = laneJobs(pool)
+    let c0 = processCPUNanoseconds()
     let t0 = now()
     run(calls)
     ns.append(Double(now() - t0) / Double(calls))
+    cpu.append(Double(processCPUNanoseconds() - c0) / Double(calls))
     jobs.append(Double(laneJobs(pool) - j0) / Double(calls))
   }
-  print("W9CHILD \(median(ns)) \(median(jobs))")
+  print("W9CHILD \(median(ns)) \(median(jobs)) \(median(cpu))")
   exit(0)
 }
