@@ -10,6 +10,8 @@ let package = Package(
   dependencies: [
     .package(name: "LanePool", path: "../.."),
     .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+    // Hummingbird's own SwiftNIO, named for HopPeers' event loops.
+    .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
   ],
   targets: [
     .executableTarget(
@@ -19,6 +21,16 @@ let package = Package(
         .product(name: "LanePool", package: "LanePool"),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
-    )
+    ),
+    // W9's actor ping-pong beside actors on SwiftNIO event loops (Sources/HopPeers).
+    .executableTarget(
+      name: "HopPeers",
+      dependencies: [
+        .product(name: "LanePool", package: "LanePool"),
+        .product(name: "NIOCore", package: "swift-nio"),
+        .product(name: "NIOPosix", package: "swift-nio"),
+      ],
+      swiftSettings: [.swiftLanguageMode(.v6)]
+    ),
   ]
 )
