@@ -488,6 +488,8 @@ static inline bool has_work(lanepool_lane_t *lane, memory_order order) {
 /* Spins up to lane->spin_ns waiting for work. true if work (or close) showed up. */
 static bool spin_for_work(lanepool_lane_t *lane) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
+  bool handed_off = lane->handed_off; /* see below */
+  lane->handed_off = false;
   if (budget == 0) return false;
   /* Take a spinner slot, or park at once: spinning lanes must leave cores to the
    * producers (a soft cap: a relaxed counter, no ordering needed). The low-latency
@@ -499,8 +501,6 @@ static bool spin_for_work(lanepool_lane_t *lane) {
    * chain) tends to come back within microseconds, and the receiver, busy now, may be
    * the spinner that holds the slot. Spin past the cap, on the adaptive budget: a
    * hand-off whose answer does not come halves it, as any spin that finds nothing. */
-  bool handed_off = lane->handed_off;
-  lane->handed_off = false;
   if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= slots && !handed_off) {
     atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
     return false;
@@ -627,13 +627,14 @@ static void park(lanepool_lane_t *lane) {
   /* acquire: pairs with the waker's CAS to AWAKE (a release sequence that starts at a
    * borrower's release store of PARKED, so the inline closure happens before). */
   while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
-    if (watching && v == LANE_PARKED) {
-      if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__WATCH_POLL_NS) &&
-          lookout(lane, &watching))
-        stealing = true;
-    } else {
+    /* The lookout waits with a timeout whatever the word holds: lent to a sync caller
+     * and given back, it must go on looking (a give-back wakes no one when nothing was
+     * queued). Its steal CAS fails while the lane is lent. */
+    if (!watching)
       lanepool__futex_wait(&lane->sleeping, v);
-    }
+    else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__WATCH_POLL_NS) &&
+             lookout(lane, &watching))
+      stealing = true;
   }
   if (watching) {
     atomic_store_explicit(&w->watching, 0, memory_order_seq_cst);
