@@ -722,12 +722,14 @@ typedef struct lanepool_lane_info {
   lanepool_applied_t ioprio;
   lanepool_applied_t timer_slack;
   lanepool_applied_t slice;
-  int cpu;             /* pinned CPU, or -1 */
-  int node;            /* NUMA node, or -1 when unknown */
-  int placement_error; /* errno of a failed pin/bind (then cpu is -1), or 0 */
-  int stalled;         /* 1 while the stall detector sees the current task overrun */
-  uint64_t stalled_ns; /* how long the current task has run, when stalled */
-  uint64_t stalls;     /* stalls detected so far */
+  int cpu;               /* pinned CPU, or -1 */
+  int node;              /* NUMA node, or -1 when unknown */
+  int placement_error;   /* errno of a failed pin/bind (then cpu is -1), or 0 */
+  int stalled;           /* 1 while the stall detector sees the current task overrun */
+  uint64_t stalled_ns;   /* how long the current task has run, when stalled */
+  uint64_t stalls;       /* stalls detected so far */
+  uint64_t tasks_stolen; /* band tasks this lane took from a held-up sibling (lanepool_async);
+                            counted in tasks_executed too */
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane into the first out->struct_size bytes of *out. 0, EINVAL (NULL

@@ -1152,6 +1152,7 @@ int lanepool_lane_info_sized(const lanepool_lane_t *lane, lanepool_lane_info_t *
   out->stalled = since != 0;
   out->stalled_ns = since ? lanepool__now_ns() - since : 0;
   out->stalls = atomic_load_explicit(&l->stalls, memory_order_relaxed);
+  out->tasks_stolen = atomic_load_explicit(&l->stolen, memory_order_relaxed);
   out->struct_size = dst->struct_size;
   memcpy(dst, out, dst->struct_size); /* an older caller's prefix */
   return 0;

@@ -34,6 +34,10 @@ extension LanePool {
     public var stalledFor: Duration?
     /// Stalls detected on this lane so far.
     public var stalls: UInt64
+    /// Band tasks (``LanePool/async(qos:_:)``, a pool executor's jobs) this lane took
+    /// from a sibling of its band that was held up by a long or blocked task; counted in
+    /// ``tasksExecuted`` too.
+    public var tasksStolen: UInt64
     /// True while the stall detector sees the current task overrun.
     public var isStalled: Bool { stalledFor != nil }
   }
@@ -93,6 +97,6 @@ extension LanePool.Lane {
       cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
       placementError: c.placement_error == 0 ? nil : c.placement_error,
       stalledFor: c.stalled != 0 ? .nanoseconds(Int64(clamping: c.stalled_ns)) : nil,
-      stalls: c.stalls)
+      stalls: c.stalls, tasksStolen: c.tasks_stolen)
   }
 }

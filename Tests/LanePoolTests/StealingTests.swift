@@ -34,6 +34,9 @@ struct StealingTests {
     }.value
     #expect(ok)
     #expect(childLane != nil && childLane != parentLane)
+    // It was queued on the parent's lane (LOCAL): the lane that ran it took it.
+    let thief = QoS.allCases.flatMap { pool.lanes(for: $0) }.first { $0.name == childLane }
+    #expect((thief?.info.tasksStolen ?? 0) >= 1)
     try await pool.shutdownGracefully()
   }
 

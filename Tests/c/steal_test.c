@@ -96,6 +96,12 @@ static void test_job_waiting_for_its_own_submit(unsigned flags) {
   CHECK(atomic_load(&f.parent_saw_child));
   CHECK(atomic_load(&f.child_lane) != NULL);
   CHECK(atomic_load(&f.child_lane) != atomic_load(&f.parent_lane));
+  /* LOCAL: the child was queued on the parent's lane, so the lane that ran it stole it. */
+  if (flags & LANEPOOL_SUBMIT_LOCAL) {
+    lanepool_lane_info_t info;
+    CHECK_RC(lanepool_lane_info(atomic_load(&f.child_lane), &info), 0);
+    CHECK(info.tasks_stolen >= 1);
+  }
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
