@@ -39,6 +39,7 @@ private func taskGroupOnce(children: Int, ms: Double) async -> Double {
 struct FanOutResult: Codable {
   var fanOutMs: Double
   var taskGroupMs: Double
+  enum CodingKeys: String, CodingKey { case fanOutMs = "fan_out_ms", taskGroupMs = "task_group_ms" }
 }
 
 /// The child's side: `executor` is "lanepool" (installed first) or "swift".
