@@ -75,22 +75,11 @@ func fanOutChild(executor: String, rounds: Int, children: Int) -> Never {
 
 /// Runs the child for `executor` once; nil (and the reason on stderr) if it failed.
 private func runFanOutChild(executor: String, rounds: Int, children: Int) -> FanOutResult? {
-  let p = Process()
-  p.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-  p.arguments = ["--fanout-child", executor, "\(rounds)", "\(children)"]
-  let pipe = Pipe()
-  p.standardOutput = pipe
-  do { try p.run() } catch { return nil }
-  let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-  p.waitUntilExit()
-  guard p.terminationStatus == 0,
-    let line = out.split(separator: "\n").first(where: { $0.hasPrefix("FANOUTCHILD ") })
-  else {
-    FileHandle.standardError.write(Data("fan-out: the \(executor) child failed:\n\(out)\n".utf8))
-    return nil
-  }
-  let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-  guard f.count == 2 else { return nil }
+  guard
+    let f = childFigures(
+      ["--fanout-child", executor, "\(rounds)", "\(children)"], marker: "FANOUTCHILD",
+      what: "fan-out: the \(executor) child", count: 2)
+  else { return nil }
   return FanOutResult(fanOutMs: f[0], taskGroupMs: f[1])
 }
 

@@ -232,23 +232,34 @@ func processCPUNanoseconds() -> UInt64 {
 /// `--w9-default-executor-child`, which installs LanePool first thing and runs the
 /// default-actor ping-pong there.
 func defaultExecutorPingPong(calls: Int, rounds: Int) -> W9Result? {
+  guard
+    let f = childFigures(
+      ["--w9-default-executor-child", "\(calls)", "\(rounds)"], marker: "W9CHILD",
+      what: "W9: the default-executor child", count: 3)
+  else { return nil }
+  return W9Result(nsPerCall: f[0], laneJobsPerCall: f[1], cpuNsPerCall: f[2])
+}
+
+/// Runs this binary again with `arguments` (a workload that needs a process of its own)
+/// and returns the `count` numbers on the line of its output that starts with `marker`;
+/// nil, with the child's output on stderr, if it failed.
+func childFigures(_ arguments: [String], marker: String, what: String, count: Int) -> [Double]? {
   let p = Process()
   p.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-  p.arguments = ["--w9-default-executor-child", "\(calls)", "\(rounds)"]
+  p.arguments = arguments
   let pipe = Pipe()
   p.standardOutput = pipe
   do { try p.run() } catch { return nil }
   let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
   p.waitUntilExit()
   guard p.terminationStatus == 0,
-    let line = out.split(separator: "\n").first(where: { $0.hasPrefix("W9CHILD ") })
+    let line = out.split(separator: "\n").first(where: { $0.hasPrefix(marker + " ") })
   else {
-    FileHandle.standardError.write(Data("W9: the default-executor child failed:\n\(out)\n".utf8))
+    FileHandle.standardError.write(Data("\(what) failed:\n\(out)\n".utf8))
     return nil
   }
   let f = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-  guard f.count == 3 else { return nil }
-  return W9Result(nsPerCall: f[0], laneJobsPerCall: f[1], cpuNsPerCall: f[2])
+  return f.count == count ? f : nil
 }
 
 /// The child's side: LanePool is already the default executor (main.swift installs it
