@@ -214,7 +214,21 @@ let laneC = Subject(
   run: { qos, work in try! lanePool.queue(for: qos).async(work) },  // closures: same engine
   serialLanes: true)
 
-let allSubjects = [gcdYY, gcdGlobal, swiftTask, laneSwift, laneC]
+/// Band work through the C API (lanepool_async): no lane is named, so an idle lane of
+/// the band takes a task held up behind a busy or descheduled one.
+let laneBand = Subject(
+  name: "LanePool C band",
+  submitMany: { n, qos, c in
+    let raw = Unmanaged.passUnretained(c).toOpaque()
+    for _ in 0..<n where lanepool_async(cPool, qos.c, cTick, raw) != 0 { fatalError("C submit refused") }
+  },
+  probe: { qos, slot in
+    if lanepool_async(cPool, qos.c, cProbe, UnsafeMutableRawPointer(slot)) != 0 { fatalError("C submit refused") }
+  },
+  run: { qos, work in try! lanePool.async(qos: qos, work) },
+  serialLanes: false)
+
+let allSubjects = [gcdYY, gcdGlobal, swiftTask, laneSwift, laneC, laneBand]
 
 // Experiments behind docs/priorities.md (the defaults are the library's table):
 //   LANEPOOL_BENCH_BG=idle|other|batch  scheduler of the background band
