@@ -18,6 +18,7 @@
  *   1: a parking lane looks at its siblings before it counts itself idle (no Dekker pair)
  *   2: the producer does not nudge
  *   3: a lookout that gives up does not look at its siblings once more
+ *   4: the producer does not mark the band as taking band work (lookouts never start)
  */
 #ifndef BROKEN
 #define BROKEN 0
@@ -33,6 +34,7 @@ byte head = 0;       /* ... taken (by anyone) */
 byte idle = 0;       /* pool->watch[band].idle */
 byte watching = 0;   /* pool->watch[band].watching */
 byte takes = 0;      /* how many times the one task was taken */
+byte band_work = 0;  /* pool->watch[band].band_work: set by the first stealable push */
 
 /* sibling_awake(me): any other lane not parked, or with work queued */
 #define OTHERS_AWAKE(me) \
@@ -66,6 +68,7 @@ proctype lane0() {
   bool woke;
   sleeping[0] == AWAKE;     /* woken: runs the task */
   tail++;                   /* it submits band work to its own lane, LOCAL */
+  if :: BROKEN != 4 -> band_work = 1 :: else -> skip fi
   nudge(w, i, woke);        /* the push woke no one: lane 0 is not parked */
 end_blocked:
   false                     /* ... and blocks forever */
@@ -97,7 +100,7 @@ loop:
   :: else ->
      idle++;
      if
-     :: OTHERS_AWAKE(me) ->
+     :: band_work && OTHERS_AWAKE(me) ->
         atomic { if :: watching == 0 -> watching = 1; watch = true :: else -> skip fi };
         if :: watch -> idle-- :: else -> skip fi
      :: else -> skip
@@ -145,6 +148,7 @@ init {
     sleeping[0] = PARKED;
     sleeping[1] = AWAKE;
     sleeping[2] = AWAKE;
+    if :: band_work = 1 :: skip fi;  /* the band may have had band work before */
     run producer();
     run lane0();
     run idler(1);

@@ -121,6 +121,7 @@ struct lanepool_lane {
   /* ---- stealing: the sibling this lane watches [cons] (lane.c, stuck_sibling) ---- */
   uint32_t steal_next;     /* where the search for a sibling to watch goes on */
   uint32_t steal_victim;   /* the watched sibling's index + 1, 0 for none */
+  bool steal_now;          /* a spin or the lookout found it stuck: take its head task */
   uint64_t steal_progress; /* its progress (tasks finished) when last seen moving */
   uint64_t steal_since;    /* when that was */
   _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
@@ -192,7 +193,8 @@ typedef struct lanepool__counter {
 /* A band's lookout for stealable tasks stuck behind a busy lane (lane.c, "Stealing"). */
 typedef struct lanepool__band_watch {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle; /* lanes parked with no timeout */
-  _Atomic uint32_t watching; /* lanes parked with a timeout (0 or 1): the band's lookout */
+  _Atomic uint32_t watching;  /* lanes parked with a timeout (0 or 1): the band's lookout */
+  _Atomic uint32_t band_work; /* 1 once a stealable task was pushed to the band; never reset */
 } lanepool__band_watch;
 
 struct lanepool {

@@ -372,14 +372,29 @@ static inline lanepool_lane_t *stuck_with_stealable(lanepool_lane_t *lane, uint6
 }
 
 /* Takes the stealable head task of the watched sibling if it is stuck. */
+/* Takes the head task of the sibling a spin or the lookout has just found stuck (they
+ * set steal_now; the lane loop's fast path costs one test of it). */
 static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
-  if (!lane->steal_victim) return false; /* nothing seen blocked: no clock read */
-  lanepool_lane_t *s = stuck_sibling(lane, lanepool__now_ns());
-  if (!s || !lanepool__ring_steal(&s->ring, out)) return false;
+  lane->steal_now = false;
+  if (!lane->steal_victim) return false;
+  uint32_t n = lane->pool->lanes_per_band;
+  lanepool_lane_t *s = lane->pool->lanes[lane->band * n + lane->steal_victim - 1];
+  if (!lanepool__ring_steal(&s->ring, out)) return false;
   atomic_fetch_add_explicit(&lane->stolen, 1, memory_order_relaxed);
   /* More may wait behind it: if no lane watches, wake an idle one to look. */
   if (lanepool__ring_head_stealable(&s->ring)) nudge_band(s);
   return true;
+}
+
+/* A sibling not parked with a stealable task at its head: band work waiting for it. */
+static bool band_work_waits(lanepool_lane_t *lane) {
+  uint32_t n = lane->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
+  for (uint32_t k = 1; k < n; k++) {
+    lanepool_lane_t *s = lanes[(lane->index + k) % n];
+    if (sibling_blocked(s) && lanepool__ring_head_stealable(&s->ring)) return true;
+  }
+  return false;
 }
 
 /* Any sibling not parked (busy, spinning or lent): work pushed behind it may get stuck. */
@@ -416,7 +431,16 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
              : ESHUTDOWN;
   if (rc) return rc;
   /* A stealable task behind a lane that is not parked: make sure a sibling looks out. */
-  if (!wake_if_parked(lane) && (flags & LANEPOOL__PUSH_STEAL)) nudge_band(lane);
+  if (flags & LANEPOOL__PUSH_STEAL) {
+    /* The band takes band work from now on: its parked lanes look out (park()). A
+     * read first, so the line is written once per band, not per push. */
+    _Atomic uint32_t *seen = &lane->pool->watch[lane->band].band_work;
+    if (!atomic_load_explicit(seen, memory_order_relaxed))
+      atomic_store_explicit(seen, 1, memory_order_seq_cst);
+    if (!wake_if_parked(lane)) nudge_band(lane);
+  } else {
+    (void)wake_if_parked(lane);
+  }
   lanepool_lane_t *cur = lanepool__current;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
   return 0;
@@ -516,6 +540,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
   bool found = false;
   uint64_t last = lanepool__now_ns();
   uint64_t deadline = last + budget;
+  lane->steal_victim = 0; /* each spin watches afresh: a sibling is stuck after 20 us of it */
   while (!found) {
     for (int i = 0; i < 64; i++) {
       if (has_work(lane, memory_order_relaxed) ||
@@ -537,7 +562,7 @@ static bool spin_for_work(lanepool_lane_t *lane) {
      * (parking lets the kernel run it here, or pull it here from a busy CPU). */
     lanepool_lane_t *stuck = stuck_sibling(lane, t);
     if (stuck) {
-      found = lanepool__ring_head_stealable(&stuck->ring);
+      found = lane->steal_now = lanepool__ring_head_stealable(&stuck->ring);
       break;
     }
     last = t;
@@ -576,8 +601,9 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
   if (stuck_with_stealable(lane, now)) {
     uint32_t parked = LANE_PARKED;
     /* AWAKE by this CAS: no borrower can take the lane while it runs a stolen task. */
-    return atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
-                                                   memory_order_seq_cst, memory_order_relaxed);
+    lane->steal_now = atomic_compare_exchange_strong_explicit(
+        &lane->sleeping, &parked, LANE_AWAKE, memory_order_seq_cst, memory_order_relaxed);
+    return lane->steal_now;
   }
   if (sibling_awake(lane)) return false;
   /* Every sibling parked: idle first, then no longer the lookout, then look once more
@@ -609,17 +635,20 @@ static void park(lanepool_lane_t *lane) {
   /* Idle: if the pool drains, its driver may be waiting for this moment. */
   lanepool__drain_idle(lane->pool);
   /* Idle first, then look at the siblings (the Dekker pair with nudge_band): the band's
-   * lookout if a sibling is awake and nobody else looks out. */
+   * lookout if the band takes band work, a sibling is awake and nobody else looks out.
+   * (A band that only ever had lane-bound work parks without a timeout: a timed wait
+   * costs a timer per park, and nothing of it could be stolen. Its first band task
+   * comes with a nudge, or with a wake of its lane.) */
   lanepool__band_watch *w = &lane->pool->watch[lane->band];
   atomic_fetch_add_explicit(&w->idle, 1, memory_order_seq_cst);
   bool watching = false;
   uint32_t none = 0;
-  if (lane->pool->lanes_per_band > 1 && sibling_awake(lane) &&
+  if (lane->pool->lanes_per_band > 1 && atomic_load_explicit(&w->band_work, memory_order_seq_cst) &&
+      sibling_awake(lane) &&
       atomic_compare_exchange_strong_explicit(&w->watching, &none, 1, memory_order_seq_cst,
                                               memory_order_relaxed)) {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
     watching = true;
-    (void)stuck_sibling(lane, lanepool__now_ns()); /* the first look: from now on */
   }
   uint64_t t0 = lanepool__now_ns();
   bool stealing = false;
@@ -638,8 +667,10 @@ static void park(lanepool_lane_t *lane) {
   }
   if (watching) {
     atomic_store_explicit(&w->watching, 0, memory_order_seq_cst);
-    /* Woken for work of its own while a sibling may be stuck: pass the lookout on. */
-    if (!stealing) nudge_band(lane);
+    /* Woken for work of its own while band work waits behind a sibling: pass the
+     * lookout on (only then: a wake per hand-over would cost lane-bound traffic a
+     * futex call each time). */
+    if (!stealing && lane->pool->lanes_per_band > 2 && band_work_waits(lane)) nudge_band(lane);
   } else {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
   }
@@ -738,7 +769,7 @@ static void lane_loop(lanepool_lane_t *lane) {
       got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
     /* Nothing of its own: a stealable task stuck behind a busy sibling. */
-    if (!got) got = steal_stuck(lane, &task);
+    if (!got && lane->steal_now) got = steal_stuck(lane, &task);
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */

@@ -214,6 +214,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
     atomic_init(&pool->warm[b].value, 0);
     atomic_init(&pool->watch[b].idle, 0);
     atomic_init(&pool->watch[b].watching, 0);
+    atomic_init(&pool->watch[b].band_work, 0);
   }
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
