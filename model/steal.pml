@@ -19,6 +19,14 @@
  *   2: the producer does not nudge
  *   3: a lookout that gives up does not look at its siblings once more
  *   4: the producer does not mark the band as taking band work (lookouts never start)
+ *   5: a lookout that clears the band-work mark (every ring of the band empty) does not
+ *      look at the rings once more
+ *
+ * Band work comes and goes: a lookout that finds every sibling's ring empty clears the
+ * band's mark (parked lanes then park untimed), then looks at the rings once more and
+ * sets it again if a task arrived meanwhile; a stealable push reads the mark after its
+ * tail CAS and sets it if clear. Lane 1 may also be woken once for a task of its own
+ * (owner1), which ends its lookout: so a cleared mark is seen by lanes that park again.
  */
 #ifndef BROKEN
 #define BROKEN 0
@@ -34,7 +42,8 @@ byte head = 0;       /* ... taken (by anyone) */
 byte idle = 0;       /* pool->watch[band].idle */
 byte watching = 0;   /* pool->watch[band].watching */
 byte takes = 0;      /* how many times the one task was taken */
-byte band_work = 0;  /* pool->watch[band].band_work: set by the first stealable push */
+byte band_work = 0;  /* pool->watch[band].band_work: set by a stealable push, cleared
+                        by a lookout that finds the band's rings empty */
 
 /* sibling_awake(me): any other lane not parked, or with work queued */
 #define OTHERS_AWAKE(me) \
@@ -63,12 +72,17 @@ proctype producer() {
   wake_if_parked(0, woke)   /* a task of lane 0's own arrives */
 }
 
+proctype owner1() {
+  bool woke;
+  wake_if_parked(1, woke)   /* a task of lane 1's own arrives (at most once) */
+}
+
 proctype lane0() {
   byte w, i;
   bool woke;
   sleeping[0] == AWAKE;     /* woken: runs the task */
   tail++;                   /* it submits band work to its own lane, LOCAL */
-  if :: BROKEN != 4 -> band_work = 1 :: else -> skip fi
+  if :: BROKEN != 4 && band_work == 0 -> band_work = 1 :: else -> skip fi
   nudge(w, i, woke);        /* the push woke no one: lane 0 is not parked */
 end_blocked:
   false                     /* ... and blocks forever */
@@ -120,6 +134,12 @@ wait:
         }
      :: else ->
         if
+        :: band_work && tail == head ->            /* every ring empty: band work ended */
+           band_work = 0;
+           if :: BROKEN != 5 && tail > head -> band_work = 1 :: else -> skip fi
+        :: else -> skip
+        fi;
+        if
         :: OTHERS_AWAKE(me) -> skip                /* keep looking */
         :: else ->                                 /* every sibling parked: give up */
            idle++;
@@ -137,7 +157,8 @@ wait:
   fi;
 woke:
   if
-  :: watch -> watching = 0  /* (its nudge of a replacement is left out: it only adds wakes) */
+  :: watch -> watching = 0  /* (its nudge of a replacement is left out: it only adds wakes,
+                               and its ping-pong needs the stuck timer to end) */
   :: else -> idle--
   fi;
   goto loop
@@ -150,6 +171,7 @@ init {
     sleeping[2] = AWAKE;
     if :: band_work = 1 :: skip fi;  /* the band may have had band work before */
     run producer();
+    run owner1();
     run lane0();
     run idler(1);
     run idler(2)

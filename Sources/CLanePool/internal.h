@@ -194,7 +194,8 @@ typedef struct lanepool__counter {
 typedef struct lanepool__band_watch {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle; /* lanes parked with no timeout */
   _Atomic uint32_t watching;  /* lanes parked with a timeout (0 or 1): the band's lookout */
-  _Atomic uint32_t band_work; /* 1 once a stealable task was pushed to the band; never reset */
+  _Atomic uint32_t band_work; /* 1: a stealable task was pushed; 0 again once the lookout
+                                 finds the band's rings empty (lane.c, lookout()) */
 } lanepool__band_watch;
 
 struct lanepool {

@@ -397,6 +397,21 @@ static bool band_work_waits(lanepool_lane_t *lane) {
   return false;
 }
 
+/* No sibling has a task in its ring (where band work queues; overflow holds none). Its
+ * loads are seq_cst: the lookout's side of the Dekker pair with a band push, which
+ * CASes a tail and then reads the band's mark. */
+static bool band_rings_empty(lanepool_lane_t *lane) {
+  uint32_t n = lane->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
+  for (uint32_t k = 1; k < n; k++) {
+    lanepool__ring *r = &lanes[(lane->index + k) % n]->ring;
+    if (lanepool__ring_tail(r, memory_order_seq_cst) >
+        atomic_load_explicit(&r->head, memory_order_seq_cst))
+      return false;
+  }
+  return true;
+}
+
 /* Any sibling not parked (busy, spinning or lent): work pushed behind it may get stuck. */
 static bool sibling_awake(lanepool_lane_t *lane) {
   uint32_t n = lane->pool->lanes_per_band;
@@ -432,10 +447,12 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
   if (rc) return rc;
   /* A stealable task behind a lane that is not parked: make sure a sibling looks out. */
   if (flags & LANEPOOL__PUSH_STEAL) {
-    /* The band takes band work from now on: its parked lanes look out (park()). A
-     * read first, so the line is written once per band, not per push. */
+    /* The band takes band work: its parked lanes look out (park()) until a lookout
+     * finds the band's rings empty (lookout()). A read first (seq_cst: after the tail
+     * CAS, the Dekker pair with that lookout), so the line is written only when a
+     * lookout has cleared it, not per push. */
     _Atomic uint32_t *seen = &lane->pool->watch[lane->band].band_work;
-    if (!atomic_load_explicit(seen, memory_order_relaxed))
+    if (!atomic_load_explicit(seen, memory_order_seq_cst))
       atomic_store_explicit(seen, 1, memory_order_seq_cst);
     if (!wake_if_parked(lane)) nudge_band(lane);
   } else {
@@ -604,6 +621,15 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
     lane->steal_now = atomic_compare_exchange_strong_explicit(
         &lane->sleeping, &parked, LANE_AWAKE, memory_order_seq_cst, memory_order_relaxed);
     return lane->steal_now;
+  }
+  /* Band work comes and goes: once every sibling's ring is empty the band's mark is
+   * cleared, so that lanes park untimed again (a timed park costs a timer per park,
+   * and on a VM a timer can cost an exit) until the next band push marks it. Cleared,
+   * then a second look: a push the first look missed either read the mark before the
+   * clear (this look sees its task and marks again) or after (it marks itself). */
+  if (atomic_load_explicit(&w->band_work, memory_order_relaxed) && band_rings_empty(lane)) {
+    atomic_store_explicit(&w->band_work, 0, memory_order_seq_cst);
+    if (!band_rings_empty(lane)) atomic_store_explicit(&w->band_work, 1, memory_order_seq_cst);
   }
   if (sibling_awake(lane)) return false;
   /* Every sibling parked: idle first, then no longer the lookout, then look once more

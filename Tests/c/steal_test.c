@@ -157,6 +157,35 @@ static void test_bound_tasks_are_never_stolen(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- band work comes back after the band's mark was cleared ------------------------ */
+
+/* The band's lookout clears the band-work mark when it finds every sibling's ring empty
+ * while a sibling is awake (lane.c, lookout()); lanes then park untimed. Band work that
+ * comes later must still be taken from a lane that blocks: each round here runs the
+ * hang's shape, then holds lane 0 busy with an empty ring for a few of the lookout's
+ * polls (the test cannot see the mark; the model, model/steal.pml BROKEN=5, checks the
+ * clear's protocol), then the hang's shape again on the same pool. */
+static void test_band_work_after_the_mark_cleared(void) {
+  current_test = "band work is stolen again after the band's rings ran empty";
+  lanepool_t *pool = make_pool("steal-again", 2);
+  lanepool_lane_t *lane0;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane0), 0);
+  for (int round = 0; round < 4; round++) {
+    fanout f = {.pool = pool, .flags = LANEPOOL_SUBMIT_LOCAL};
+    CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, parent_task, &f), 0);
+    CHECK(wait_flag(&f.parent_done));
+    CHECK(atomic_load(&f.parent_saw_child));
+    bound_run b = {0};
+    CHECK_RC(lanepool_lane_async(lane0, blocker, &b), 0);
+    CHECK(wait_flag(&b.started));
+    struct timespec polls = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
+    nanosleep(&polls, NULL); /* a few lookout polls see lane 0 awake, rings empty */
+    atomic_store(&b.release, 1);
+    nanosleep(&polls, NULL); /* and the lanes park */
+  }
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- exactly once: stealing under load, with drain and cancel ----------------------- */
 
 #define SLOTS 20000
@@ -241,6 +270,7 @@ int main(int argc, char **argv) {
     test_job_waiting_for_its_own_submit(LANEPOOL_SUBMIT_LOCAL | LANEPOOL_SUBMIT_CONTINUATION);
   }
   for (int r = 0; r < (rounds + 3) / 4; r++) test_bound_tasks_are_never_stolen();
+  for (int r = 0; r < (rounds + 3) / 4; r++) test_band_work_after_the_mark_cleared();
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
     test_exactly_once(r, LANEPOOL_SHUTDOWN_CANCEL);
