@@ -263,6 +263,9 @@ struct lanepool {
 /* The band's lookout (a parked lane while a sibling is awake) looks this often for a
  * sibling whose queue has not moved, and takes its stealable head task. */
 #define LANEPOOL__WATCH_POLL_NS      1000000u
+/* A lane busy with its own queue looks at its watched sibling once per this many tasks
+ * (a power of two; lane.c, lane_loop). */
+#define LANEPOOL__BUSY_LOOK          64u
 
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */

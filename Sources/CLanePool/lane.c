@@ -783,7 +783,10 @@ static void lane_loop(lanepool_lane_t *lane) {
       break;
     }
     lanepool__task task;
-    bool got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
+    /* A sibling found stuck with band work at its head: that task first (it is older
+     * than anything of this lane's own that arrived since). */
+    bool got = __builtin_expect(lane->steal_now, 0) && steal_stuck(lane, &task);
+    if (!got) got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=
           atomic_load_explicit(&lane->ring.head, memory_order_acquire)) {
@@ -794,8 +797,6 @@ static void lane_loop(lanepool_lane_t *lane) {
       if (sr == SPILL_RING_FIRST) continue;
       got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
-    /* Nothing of its own: a stealable task stuck behind a busy sibling. */
-    if (!got && lane->steal_now) got = steal_stuck(lane, &task);
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
@@ -804,6 +805,14 @@ static void lane_loop(lanepool_lane_t *lane) {
       if (lanepool__forked(lane->generation)) forked_child_returned(lane);
       /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
       atomic_store_explicit(&lane->executed, ++executed, memory_order_release);
+      /* Busy with work of its own: every LANEPOOL__BUSY_LOOK tasks, a look at the
+       * watched sibling. Stuck with band work at its head (a job blocked waiting for
+       * what it queued), one task is taken from it before the next of this lane's own:
+       * band work does not wait behind a blocked lane even when no lane of its band
+       * is idle. (Spins and the lookout cover the idle case.) */
+      if ((executed & (LANEPOOL__BUSY_LOOK - 1)) == 0 && pool->lanes_per_band > 1 &&
+          stuck_with_stealable(lane, lanepool__now_ns()))
+        lane->steal_now = true;
       continue;
     }
     /* Empty. */

@@ -157,6 +157,47 @@ static void test_bound_tasks_are_never_stolen(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- no idle lane: a busy sibling takes what waits behind a blocked lane ------------ */
+
+/* Lane 1 never runs out of work (tasks that resubmit themselves, two in flight), so it
+ * never spins or parks; lane 0 runs a task that waits for band work it queued on its
+ * own lane. Every lane of the band is taken, none idle: the busy lane must take the
+ * blocked lane's band work between its own tasks. (Seen in swift-async-algorithms'
+ * suite: a job blocking its lane in XCTWaiter.wait while the other lane iterates.) */
+typedef struct {
+  lanepool_lane_t *lane;
+  _Atomic int stop, refused;
+  _Atomic uint64_t runs;
+} churn;
+
+static void churn_task(void *arg) {
+  churn *c = arg;
+  atomic_fetch_add(&c->runs, 1);
+  if (!atomic_load(&c->stop) && lanepool_lane_async(c->lane, churn_task, c) != 0)
+    atomic_store(&c->refused, 1);
+}
+
+static void test_busy_sibling_takes_blocked_band_work(void) {
+  current_test = "with no lane idle, a busy lane takes band work from a blocked one";
+  lanepool_t *pool = make_pool("steal-busy", 2);
+  lanepool_lane_t *lane0, *lane1;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane0), 0);
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &lane1), 0);
+  churn c = {.lane = lane1};
+  CHECK_RC(lanepool_lane_async(lane1, churn_task, &c), 0);
+  CHECK_RC(lanepool_lane_async(lane1, churn_task, &c), 0);
+  fanout f = {.pool = pool, .flags = LANEPOOL_SUBMIT_LOCAL};
+  CHECK_RC(lanepool_lane_async(lane0, parent_task, &f), 0);
+  CHECK(wait_flag(&f.parent_done));
+  CHECK(atomic_load(&f.parent_saw_child));
+  CHECK(atomic_load(&f.parent_lane) == lane0);
+  CHECK(atomic_load(&f.child_lane) == lane1);
+  atomic_store(&c.stop, 1);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&c.refused) == 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- band work comes back after the band's mark was cleared ------------------------ */
 
 /* The band's lookout clears the band-work mark when it finds every sibling's ring empty
@@ -271,6 +312,7 @@ int main(int argc, char **argv) {
   }
   for (int r = 0; r < (rounds + 3) / 4; r++) test_bound_tasks_are_never_stolen();
   for (int r = 0; r < (rounds + 3) / 4; r++) test_band_work_after_the_mark_cleared();
+  for (int r = 0; r < rounds; r++) test_busy_sibling_takes_blocked_band_work();
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
     test_exactly_once(r, LANEPOOL_SHUTDOWN_CANCEL);
