@@ -1,0 +1,1 @@
+/* (no API: the library acts when it is loaded) */
