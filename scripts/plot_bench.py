@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws docs/bench/benchmarks.png from lanepool-bench's JSON.
+"""Draws lanepool-bench's JSON: one plot per workload, or a three-panel overview of one run.
 
     swift run -c release lanepool-bench --json docs/bench/results.json
     pip install matplotlib
