@@ -1,4 +1,5 @@
-// The README's C quick start. Build and run from the repository's top:
+// A C quick start with error reporting (the README's C example, plus strerror). Build and run
+// from the repository's top:
 //   cc -std=gnu11 -O2 -pthread -Iinclude docs/examples/quickstart.c Sources/CLanePool/*.c -o quickstart && ./quickstart
 #include "lanepool.h"
 #include <stdio.h>
