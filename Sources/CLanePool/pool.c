@@ -291,7 +291,10 @@ static void log_refusals(lanepool_t *pool) {
   }
 }
 
-static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
+/* log_now 0: the caller calls log_refusals itself once it holds no lock (the default
+ * pool is created under default_lock; its log callback may call lanepool_default). */
+static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now,
+                       lanepool_t **out) {
   lanepool__fork_init();
   const char *field;
   int rc = check_config(cfg, &field);
@@ -307,7 +310,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   if ((rc = lanes_start(pool))) goto fail_free;
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
   if ((rc = lanepool__registry_add(pool))) goto fail_join;
-  log_refusals(pool);
+  if (log_now) log_refusals(pool);
   *out = pool;
   return 0;
 
@@ -322,7 +325,7 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   if (!cfg || !out) return EINVAL;
   lanepool_config_t full;
   if (config_normalize(cfg, &full)) return EINVAL;
-  return create_pool(&full, 0, out);
+  return create_pool(&full, 0, 1, out);
 }
 
 pthread_mutex_t lanepool__default_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -430,6 +433,7 @@ int lanepool_default(lanepool_t **out) {
   }
   pthread_mutex_lock(&default_lock);
   int rc = 0;
+  bool created = false;
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
     lanepool_config_t cfg;
@@ -448,10 +452,14 @@ int lanepool_default(lanepool_t **out) {
       if (n > LANEPOOL_MAX_LANES_PER_BAND) n = LANEPOOL_MAX_LANES_PER_BAND;
       cfg.lanes_per_band = n;
     }
-    if (rc == 0) rc = create_pool(&cfg, 1, &p);
+    if (rc == 0) rc = create_pool(&cfg, 1, 0, &p);
     if (rc == 0) atomic_store_explicit(&default_pool, p, memory_order_release);
+    created = rc == 0;
   }
   pthread_mutex_unlock(&default_lock);
+  /* User code never runs under default_lock: the log callback may call lanepool_default
+   * (it gets this pool, already published) or configure it (EALREADY). */
+  if (created) log_refusals(p);
   if (rc == 0) *out = p;
   return rc;
 }
