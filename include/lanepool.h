@@ -10,6 +10,8 @@
  * lanepool_default() gives it a new default pool. A task that calls fork() gets a
  * child that is a copy of the lane thread alone: when that task returns in the child,
  * the child writes one line to stderr and _exit(0)s; it never runs the lane's queue.
+ * So does a child forked inside a stall log callback (on the timer thread) when the
+ * callback returns in the child.
  *
  * A task that ends its own thread (pthread_exit, or cancellation at a cancellation
  * point) counts as run; the lane starts a successor thread that runs the rest of its

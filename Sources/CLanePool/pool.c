@@ -79,11 +79,17 @@ int lanepool_band_index(lanepool_qos_t qos) {
 }
 
 static uint32_t allowed_cpu_count(void) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  int n = CPU_COUNT(&set);
-  return n > 0 ? (uint32_t)n : 1;
+  int *cpus;
+  uint32_t n;
+  if (lanepool__affinity_cpus(&cpus, &n) != 0) return 1;
+  free(cpus);
+  return n > 0 ? n : 1;
+}
+
+static bool is_in(const int *xs, uint32_t n, int x) {
+  for (uint32_t i = 0; i < n; i++)
+    if (xs[i] == x) return true;
+  return false;
 }
 
 static int check_config(const lanepool_config_t *cfg, const char **field) {
@@ -129,13 +135,14 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
     break;
   case LANEPOOL_PLACEMENT_CPU_LIST: {
     if (!cfg->cpus || cfg->cpu_count == 0) BAD("cpus");
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) BAD("cpus");
-    for (uint32_t i = 0; i < cfg->cpu_count; i++) {
-      int c = cfg->cpus[i];
-      if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) BAD("cpus");
-    }
+    int *allowed;
+    uint32_t allowed_count;
+    if (lanepool__affinity_cpus(&allowed, &allowed_count) != 0) BAD("cpus");
+    bool ok = true;
+    for (uint32_t i = 0; ok && i < cfg->cpu_count; i++)
+      ok = cfg->cpus[i] >= 0 && is_in(allowed, allowed_count, cfg->cpus[i]);
+    free(allowed);
+    if (!ok) BAD("cpus");
     break;
   }
   case LANEPOOL_PLACEMENT_NUMA:
@@ -176,6 +183,7 @@ void lanepool__pool_free(lanepool_t *pool) {
   free(pool->lanes);
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
+  free(pool->allowed_cpus);
   free(pool);
 }
 
@@ -231,14 +239,19 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   int rc = 0;
   pool->lanes = calloc((size_t)per_band * LANEPOOL_BAND_COUNT, sizeof *pool->lanes);
   lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
-  int *allowed = calloc(CPU_SETSIZE, sizeof *allowed);
-  if (!pool->lanes || !plan || !allowed) {
+  if (!pool->lanes || !plan) {
     rc = ENOMEM;
     goto out;
   }
-  uint32_t allowed_count = lanepool__allowed_cpus(allowed, CPU_SETSIZE);
-  pool->allowed_count = allowed_count < 64 ? allowed_count : 64;
-  memcpy(pool->allowed_cpus, allowed, pool->allowed_count * sizeof(int));
+  /* Every allowed CPU (the pool keeps the list for its timer thread). A failed
+   * sched_getaffinity leaves none: no pinning of the timer, CORES placement EINVAL. */
+  uint32_t allowed_count = 0;
+  if (lanepool__affinity_cpus(&pool->allowed_cpus, &allowed_count) == ENOMEM) {
+    rc = ENOMEM;
+    goto out;
+  }
+  pool->allowed_count = allowed_count;
+  const int *allowed = pool->allowed_cpus;
   if (cfg->placement == LANEPOOL_PLACEMENT_NUMA)
     rc = cfg->topology ? lanepool__topology_copy(cfg->topology, &pool->topology)
                        : lanepool__machine_topology(&pool->topology);
@@ -253,7 +266,6 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   }
 out:
   free(plan);
-  free(allowed);
   return rc;
 }
 
