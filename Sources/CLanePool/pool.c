@@ -116,11 +116,15 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
                    (cap & (cap - 1)) != 0))
     BAD("ring_capacity");
   if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) BAD("hard_capacity");
+  if (cfg->fixed_spin != 0 && cfg->fixed_spin != 1) BAD("fixed_spin");
   if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) BAD("allow_realtime");
   if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) BAD("stall_threshold_ns");
   if (cfg->interactive_spin_ns > LANEPOOL_MAX_INTERACTIVE_SPIN_NS) BAD("interactive_spin_ns");
-  /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses. */
-  if (cfg->stack_size != 0 && cfg->stack_size < 16384) BAD("stack_size");
+  /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses;
+   * above the maximum, pthread_create would fail late with EAGAIN or EINVAL. */
+  if (cfg->stack_size != 0 &&
+      (cfg->stack_size < 16384 || cfg->stack_size > LANEPOOL_MAX_STACK_SIZE))
+    BAD("stack_size");
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     const char *member = NULL;
     if (lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime, &member)) {
