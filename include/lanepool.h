@@ -384,8 +384,8 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
  * injected topology too). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
  * "lanes_per_band", "ring_capacity", "hard_capacity", "fixed_spin", "allow_realtime",
- * "stack_size",
- * "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
+ * "stack_size", "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched",
+ * "policy[B].rt_priority", "policy[B].nice",
  * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
  * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
