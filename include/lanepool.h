@@ -10,6 +10,8 @@
  * lanepool_default() gives it a new default pool. A task that calls fork() gets a
  * child that is a copy of the lane thread alone: when that task returns in the child,
  * the child writes one line to stderr and _exit(0)s; it never runs the lane's queue.
+ * So does a child forked inside a stall log callback (on the timer thread) when the
+ * callback returns in the child.
  *
  * A task that ends its own thread (pthread_exit, or cancellation at a cancellation
  * point) counts as run; the lane starts a successor thread that runs the rest of its
@@ -303,8 +305,8 @@ typedef struct lanepool_config {
    *  keeps FIFO order and grows as needed, so submission never blocks.
    *  1: the ring capacity is a hard limit; a submit to a full lane returns EAGAIN. */
   int hard_capacity;
-  /** Stack size of lane threads in bytes: 0 for the pthread default, or at least
-   *  16384 (PTHREAD_STACK_MIN); smaller is EINVAL. */
+  /** Stack size of lane threads in bytes: 0 for the pthread default, or 16384
+   *  (PTHREAD_STACK_MIN) ... LANEPOOL_MAX_STACK_SIZE; anything else is EINVAL. */
   size_t stack_size;
   /** Spin budget in nanoseconds per band (index: lanepool_band_index()) before an
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
@@ -319,7 +321,7 @@ typedef struct lanepool_config {
    *  a park that ended sooner than spin_ns grows it to twice that park (at least
    *  doubling it). 1: always spin spin_ns. A spinning lane is handed out first by
    *  lanepool_next_lane and lanepool_async, and parks as soon as it finds no CPU is
-   *  idle (see interactive_spin_ns). */
+   *  idle (see interactive_spin_ns). Any other value is EINVAL. */
   int fixed_spin;
   /** OS policy per band (index: lanepool_band_index()); lanepool_config_init() fills
    *  LanePool's default table. */
@@ -358,6 +360,9 @@ typedef struct lanepool_config {
   uint32_t interactive_spin_ns;
 } lanepool_config_t;
 
+/** The largest stack_size: 1 GiB. */
+#define LANEPOOL_MAX_STACK_SIZE ((size_t)1 << 30)
+
 /** The largest interactive_spin_ns: 100 ms. */
 #define LANEPOOL_MAX_INTERACTIVE_SPIN_NS 100000000u
 
@@ -378,8 +383,9 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
  * (NULL cfg, or a bad setting); ENOTSUP (NUMA placement without libnuma support, an
  * injected topology too). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
- * "lanes_per_band", "ring_capacity", "hard_capacity", "allow_realtime", "stack_size",
- * "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched", "policy[B].rt_priority", "policy[B].nice",
+ * "lanes_per_band", "ring_capacity", "hard_capacity", "fixed_spin", "allow_realtime",
+ * "stack_size", "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched",
+ * "policy[B].rt_priority", "policy[B].nice",
  * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
  * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
@@ -621,13 +627,17 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
 /**
  * Runs fn(ctx) on the lane, after every task queued before it, and waits for it to
  * finish. Returns 0 once it ran; EINVAL; ESHUTDOWN (not run); EAGAIN (hard capacity
- * full, not run); EDEADLK (called from this very lane: it would wait for itself);
- * EOWNERDEAD (a pre-fork lane); ECANCELED (a cancelling shutdown removed it before it
- * ran; the discard callback is not called for it). Blocks until the task has run or
- * been cancelled. A cancel answers a queued sync as soon as the lane finishes the task
- * it runs, so a task of another lane waiting here returns and its lane can be joined.
- * (Two lanes whose tasks sync onto each other deadlock, with or without a shutdown,
- * as dispatch_sync does.)
+ * full, not run); EDEADLK (not run: it would wait for itself. Called from this very
+ * lane, or from a closure of a chain of nested syncs that holds the lane: a task of A
+ * syncs onto B and B's closure syncs onto A, or onto C whose closure syncs onto A; the
+ * chain is followed across threads, inline and queued runs alike, where libdispatch
+ * stops such a dispatch_sync with an error); EOWNERDEAD (a pre-fork lane); ECANCELED
+ * (a cancelling shutdown removed it before it ran; the discard callback is not called
+ * for it). Blocks until the task has run or been cancelled. A cancel answers a queued
+ * sync as soon as the lane finishes the task it runs, so a task of another lane waiting
+ * here returns and its lane can be joined. (Two independent tasks, on two lanes, that
+ * sync onto each other's lane at the same time still deadlock, with or without a
+ * shutdown, as dispatch_sync does: neither call is nested in the other.)
  *
  * Inline: when the lane is parked (idle) with nothing queued, the caller takes the
  * lane's right to run and calls fn(ctx) on its own thread, as dispatch_sync does on

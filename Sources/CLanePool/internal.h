@@ -207,7 +207,7 @@ struct lanepool {
   int is_default;
   lanepool_placement_t placement;
   lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
-  int allowed_cpus[64];        /* the creator's allowed CPUs (first 64), for the timer */
+  int *allowed_cpus;           /* the creator's allowed CPUs (all of them), for the timer */
   uint64_t generation;         /* fork generation at creation */
   uint64_t stall_threshold_ns;
   lanepool_log_fn log;
@@ -346,7 +346,19 @@ void lanepool__timers_join(lanepool_t *pool);
 uint64_t lanepool__timers_pending_scan(lanepool_t *pool, bool added_side);
 
 /* placement.c */
-uint32_t lanepool__allowed_cpus(int *out, uint32_t max);
+/* The calling thread's allowed CPUs, ascending, however many the kernel's mask holds
+ * (CPU sets are CPU_ALLOC'ed, never cpu_set_t's fixed 1024 bits): a malloc'd array in
+ * *out (caller frees) and its length. 0, ENOMEM, or sched_getaffinity's errno. */
+int lanepool__affinity_cpus(int **out, uint32_t *count);
+/* A CPU_ALLOC'ed cpu_set_t (caller CPU_FREEs) of the given CPUs (negative ones
+ * skipped), its size in *size; NULL when no CPU is given or on ENOMEM. (void *: this
+ * header does not need _GNU_SOURCE.) */
+void *lanepool__cpu_set_of(const int *cpus, uint32_t n, size_t *size);
+#ifdef LANEPOOL_TEST_HOOKS
+/* Tests only: when set, lanepool__affinity_cpus answers this list (a fake machine). */
+extern const int *lanepool__test_allowed;
+extern uint32_t lanepool__test_allowed_count;
+#endif
 int lanepool__machine_topology(lanepool__topology *out);
 int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *out);
 void lanepool__topology_free(lanepool__topology *t);

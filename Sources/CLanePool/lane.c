@@ -1054,15 +1054,39 @@ int lanepool_current_lane(lanepool_lane_t **out) {
   return 0;
 }
 
+/* ---- sync chains: a sync back onto a lane the chain holds is EDEADLK ------------ */
+
+/* The lanes a chain of syncs holds besides lanepool__current: a sync's closure holds
+ * its lane, and every lane that the waiting callers up the chain hold (A's task syncs
+ * onto B, B's closure syncs onto C: C's closure holds C, B and A). Each node lives in
+ * the frame of a caller that waits until the closure below it returns. [this thread] */
+typedef struct lanepool__held {
+  const lanepool_lane_t *lane;
+  const struct lanepool__held *up;
+} lanepool__held;
+static __thread const lanepool__held *held_above;
+
+/* true if a sync onto `lane` from here would wait for itself. */
+static bool chain_holds(const lanepool_lane_t *lane) {
+  if (lanepool__current == lane) return true;
+  for (const lanepool__held *h = held_above; h; h = h->up)
+    if (h->lane == lane) return true;
+  return false;
+}
+
 typedef struct lanepool__sync {
   lanepool_fn fn;
   void *ctx;
-  _Atomic uint32_t state; /* 0 pending, 1 ran, 2 discarded */
+  _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
+  const lanepool__held *chain; /* the caller's chain (in its frame while it waits) */
 } lanepool__sync;
 
 static void sync_trampoline(void *arg) {
   lanepool__sync *s = arg;
+  const lanepool__held *saved = held_above;
+  held_above = s->chain; /* the closure holds this lane and its caller's chain */
   s->fn(s->ctx);
+  held_above = saved;
   atomic_store_explicit(&s->state, 1, memory_order_release);
   /* The waiter may return (and its frame be reused) as soon as it sees state 1; a
    * stray wake on that address is harmless because every futex waiter loops. */
@@ -1139,6 +1163,8 @@ static bool lane_borrow(lanepool_lane_t *lane) {
 typedef struct lanepool__inline_frame {
   lanepool_lane_t *lane, *saved_lane;
   lanepool_t *saved_pool;
+  lanepool__held held; /* the caller's lane, held while the closure runs */
+  const lanepool__held *saved_held;
 } lanepool__inline_frame;
 
 /* A closure that ends the caller's thread (pthread_exit, cancellation) still gives the
@@ -1147,11 +1173,14 @@ static void inline_unwound(void *arg) {
   lanepool__inline_frame *f = arg;
   lanepool__current = f->saved_lane;
   lanepool__pool_thread = f->saved_pool;
+  held_above = f->saved_held;
   lane_finish_lent(f->lane);
 }
 
 static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  lanepool__inline_frame f = {lane, lanepool__current, lanepool__pool_thread};
+  lanepool__inline_frame f = {
+      lane, lanepool__current, lanepool__pool_thread, {lanepool__current, held_above}, held_above};
+  if (f.saved_lane) held_above = &f.held;
   /* Inside, the caller is the lane: lanepool_current_lane() answers it, a sync onto it
    * is EDEADLK, and shutting its pool down from here is EDEADLK (it would wait for
    * this very closure). */
@@ -1162,6 +1191,7 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   pthread_cleanup_pop(0);
   lanepool__current = f.saved_lane;
   lanepool__pool_thread = f.saved_pool;
+  held_above = f.saved_held;
   lane_finish_lent(lane);
 }
 
@@ -1171,7 +1201,8 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~LANEPOOL_SYNC_QUEUED)) return EINVAL;
-  if (lanepool__current == lane) return EDEADLK;
+  /* This lane, or one the chain of syncs that led here holds: it would wait for itself. */
+  if (chain_holds(lane)) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
    * the closure on this lane's thread instead, so that shutting that other pool down
@@ -1181,7 +1212,8 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
     run_inline(lane, fn, ctx);
     return 0;
   }
-  lanepool__sync s = {.fn = fn, .ctx = ctx};
+  lanepool__held mine = {lanepool__current, held_above};
+  lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__current ? &mine : held_above};
   atomic_init(&s.state, 0);
   int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, false);
   if (rc) return rc;

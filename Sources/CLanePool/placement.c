@@ -31,26 +31,92 @@ int lanepool_numa_supported(void) {
 #endif
 }
 
-int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count) {
-  if (!out || !count) return EINVAL;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return errno;
-  uint32_t n = 0, total = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    if (n < max) out[n++] = cpu;
-    total++;
+/* Tests may fake the allowed set (a machine bigger than this one): see internal.h. */
+#ifdef LANEPOOL_TEST_HOOKS
+const int *lanepool__test_allowed;
+uint32_t lanepool__test_allowed_count;
+#endif
+
+/* The calling thread's allowed CPUs: a CPU_ALLOC set, grown until sched_getaffinity
+ * takes its size (the kernel's mask may be larger than cpu_set_t's 1024 bits). */
+static cpu_set_t *affinity_set(size_t *size, int *err) {
+  for (int n = CPU_SETSIZE; n <= (1 << 22); n *= 2) {
+    cpu_set_t *set = CPU_ALLOC(n);
+    if (!set) {
+      *err = ENOMEM;
+      return NULL;
+    }
+    size_t sz = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(sz, set);
+    if (sched_getaffinity(0, sz, set) == 0) {
+      *size = sz;
+      return set;
+    }
+    int e = errno;
+    CPU_FREE(set);
+    if (e != EINVAL) {
+      *err = e;
+      return NULL;
+    }
   }
-  *count = total;
+  *err = EINVAL;
+  return NULL;
+}
+
+int lanepool__affinity_cpus(int **out, uint32_t *count) {
+  *out = NULL;
+  *count = 0;
+#ifdef LANEPOOL_TEST_HOOKS
+  if (lanepool__test_allowed) {
+    uint32_t n = lanepool__test_allowed_count;
+    if (!(*out = malloc((n ? n : 1) * sizeof **out))) return ENOMEM;
+    if (n) memcpy(*out, lanepool__test_allowed, n * sizeof **out);
+    *count = n;
+    return 0;
+  }
+#endif
+  size_t size = 0;
+  int err = 0;
+  cpu_set_t *set = affinity_set(&size, &err);
+  if (!set) return err;
+  uint32_t total = (uint32_t)CPU_COUNT_S(size, set), n = 0;
+  int *cpus = malloc((total ? total : 1) * sizeof *cpus);
+  if (!cpus) {
+    CPU_FREE(set);
+    return ENOMEM;
+  }
+  for (size_t cpu = 0; cpu < size * 8 && n < total; cpu++)
+    if (CPU_ISSET_S(cpu, size, set)) cpus[n++] = (int)cpu;
+  CPU_FREE(set);
+  *out = cpus;
+  *count = n;
   return 0;
 }
 
-/* The calling thread's allowed CPUs, ascending. Returns how many were stored. */
-uint32_t lanepool__allowed_cpus(int *out, uint32_t max) {
-  uint32_t total = 0;
-  if (lanepool_allowed_cpus(out, max, &total) != 0) return 0;
-  return total < max ? total : max;
+void *lanepool__cpu_set_of(const int *cpus, uint32_t n, size_t *size) {
+  int max = -1;
+  for (uint32_t i = 0; i < n; i++)
+    if (cpus[i] > max) max = cpus[i];
+  if (max < 0) return NULL;
+  cpu_set_t *set = CPU_ALLOC(max + 1);
+  if (!set) return NULL;
+  *size = CPU_ALLOC_SIZE(max + 1);
+  CPU_ZERO_S(*size, set);
+  for (uint32_t i = 0; i < n; i++)
+    if (cpus[i] >= 0) CPU_SET_S((size_t)cpus[i], *size, set);
+  return set;
+}
+
+int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count) {
+  if (!out || !count) return EINVAL;
+  int *all;
+  uint32_t total;
+  int rc = lanepool__affinity_cpus(&all, &total);
+  if (rc) return rc;
+  memcpy(out, all, (total < max ? total : max) * sizeof *out);
+  free(all);
+  *count = total;
+  return 0;
 }
 
 static bool contains(const int *xs, uint32_t n, int x) {
@@ -60,43 +126,57 @@ static bool contains(const int *xs, uint32_t n, int x) {
 }
 
 #ifdef LANEPOOL_HAVE_NUMA
-/* Parses a sysfs CPU list ("0-2,5"); stores up to `max` CPUs, returns how many were
- * stored, or -1 on a malformed list. */
-static int parse_cpulist(const char *s, int *out, int max) {
-  int n = 0;
+/* Parses a sysfs CPU list ("0-2,5") into a malloc'd array (*out, caller frees);
+ * returns how many CPUs, or -1 (a malformed list, no memory). */
+static int parse_cpulist(const char *s, int **out) {
+  int n = 0, cap = 0;
+  int *cpus = NULL;
   while (*s && *s != '\n') {
     char *end;
     long a = strtol(s, &end, 10), b;
-    if (end == s || a < 0) return -1;
+    if (end == s || a < 0 || a > INT_MAX) goto bad;
     b = a;
     s = end;
     if (*s == '-') {
       b = strtol(s + 1, &end, 10);
-      if (end == s + 1 || b < a) return -1;
+      if (end == s + 1 || b < a || b > INT_MAX) goto bad;
       s = end;
     }
-    for (long c = a; c <= b && n < max; c++) out[n++] = (int)c;
+    for (long c = a; c <= b; c++) {
+      if (n == cap) {
+        int ncap = cap ? cap * 2 : 64;
+        int *grown = realloc(cpus, (size_t)ncap * sizeof *grown);
+        if (!grown) goto bad;
+        cpus = grown;
+        cap = ncap;
+      }
+      cpus[n++] = (int)c;
+    }
     if (*s == ',')
       s++;
     else if (*s && *s != '\n')
-      return -1;
+      goto bad;
   }
+  *out = cpus;
   return n;
+bad:
+  free(cpus);
+  return -1;
 }
 
 /* A node's online CPUs as sysfs tells them now. libnuma's numa_node_to_cpus (and so
  * numa_node_of_cpu) caches each node's CPU mask on first use and never reads it again:
  * a CPU that was offline then and came back later is missing from it for the life of
  * the process (seen on a real kernel: scripts/vm-test, offline step). */
-static int node_cpus_now(int node, int *out, int max) {
-  char path[64], buf[4096];
+static int node_cpus_now(int node, int **out) {
+  char path[64], buf[65536];
   snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
   FILE *f = fopen(path, "r");
   if (!f) return -1;
   size_t len = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[len] = 0;
-  return parse_cpulist(buf, out, max);
+  return parse_cpulist(buf, out);
 }
 #endif
 
@@ -110,29 +190,26 @@ int lanepool__machine_topology(lanepool__topology *out) {
   if (max_node < 0) return ENOTSUP;
   out->node_count = 0;
   out->nodes = calloc((size_t)max_node + 1, sizeof *out->nodes);
-  int *cpus = calloc(CPU_SETSIZE, sizeof *cpus);
-  if (!out->nodes || !cpus) {
-    free(cpus);
-    lanepool__topology_free(out);
-    return ENOMEM;
-  }
+  if (!out->nodes) return ENOMEM;
   for (int node = 0; node <= max_node; node++) {
     if (!numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node)) continue;
-    int n = node_cpus_now(node, cpus, CPU_SETSIZE);
-    if (n < 0) n = 0; /* no CPU list: a node without CPUs, dropped by the plan */
-    lanepool__topo_node *tn = &out->nodes[out->node_count];
-    tn->node = node;
-    tn->cpus = calloc(n ? (size_t)n : 1, sizeof(int));
-    if (!tn->cpus) {
+    int *cpus = NULL;
+    int n = node_cpus_now(node, &cpus);
+    if (n <= 0) { /* no CPU list: a node without CPUs, dropped by the plan */
       free(cpus);
+      n = 0;
+      cpus = calloc(1, sizeof(int));
+    }
+    if (!cpus) {
       lanepool__topology_free(out);
       return ENOMEM;
     }
-    memcpy(tn->cpus, cpus, (size_t)n * sizeof(int));
+    lanepool__topo_node *tn = &out->nodes[out->node_count];
+    tn->node = node;
+    tn->cpus = cpus;
     tn->cpu_count = (uint32_t)n;
     out->node_count++;
   }
-  free(cpus);
   return 0;
 #else
   (void)out;
@@ -159,7 +236,8 @@ int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *o
       lanepool__topology_free(out);
       return ENOMEM;
     }
-    memcpy(tn->cpus, src->cpus, src->cpu_count * sizeof(int));
+    if (src->cpu_count) /* an empty node may come with cpus NULL: memcpy's never is */
+      memcpy(tn->cpus, src->cpus, src->cpu_count * sizeof(int));
     tn->cpu_count = src->cpu_count;
   }
   return 0;
@@ -262,36 +340,39 @@ int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_b
                             uint32_t out_count) {
   if (!out || lanes_per_band == 0 || out_count < lanes_per_band) return EINVAL;
   if (allowed && allowed_count == 0) return EINVAL;
-  int own[CPU_SETSIZE];
+  int *own = NULL;
   if (!allowed) {
-    allowed_count = lanepool__allowed_cpus(own, CPU_SETSIZE);
+    int rc = lanepool__affinity_cpus(&own, &allowed_count);
+    if (rc) return rc;
     allowed = own;
   }
   lanepool__topology topo = {0, NULL};
-  if (placement == LANEPOOL_PLACEMENT_NUMA) {
-    int rc =
-        topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
-    if (rc) return rc;
-  }
-  int rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed, allowed_count,
-                          out);
+  int rc = 0;
+  if (placement == LANEPOOL_PLACEMENT_NUMA)
+    rc = topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
+  if (!rc)
+    rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed, allowed_count,
+                        out);
   lanepool__topology_free(&topo);
+  free(own);
   return rc;
 }
 
 /* In the lane thread: pins to one CPU, or binds to the node's CPUs. 0 or errno. */
 int lanepool__apply_placement(lanepool_lane_t *lane) {
   if (lane->cpu < 0 && lane->node < 0) return 0;
-  cpu_set_t set;
-  CPU_ZERO(&set);
+  cpu_set_t *set;
+  size_t size = 0;
   if (lane->cpu >= 0) {
-    CPU_SET(lane->cpu, &set);
+    set = lanepool__cpu_set_of(&lane->cpu, 1, &size);
   } else {
     const lanepool__topo_node *n = lanepool__topology_node(&lane->pool->topology, lane->node);
     if (!n) return EINVAL;
-    for (uint32_t i = 0; i < n->cpu_count; i++) CPU_SET(n->cpus[i], &set);
+    set = lanepool__cpu_set_of(n->cpus, n->cpu_count, &size);
   }
-  int rc = sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+  if (!set) return ENOMEM;
+  int rc = sched_setaffinity(0, size, set) == 0 ? 0 : errno;
+  CPU_FREE(set);
 #ifdef LANEPOOL_HAVE_NUMA
   if (lane->node >= 0 && lanepool__numa_node_exists(lane->node)) numa_set_preferred(lane->node);
 #endif

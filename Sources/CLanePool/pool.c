@@ -79,11 +79,17 @@ int lanepool_band_index(lanepool_qos_t qos) {
 }
 
 static uint32_t allowed_cpu_count(void) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  int n = CPU_COUNT(&set);
-  return n > 0 ? (uint32_t)n : 1;
+  int *cpus;
+  uint32_t n;
+  if (lanepool__affinity_cpus(&cpus, &n) != 0) return 1;
+  free(cpus);
+  return n > 0 ? n : 1;
+}
+
+static bool is_in(const int *xs, uint32_t n, int x) {
+  for (uint32_t i = 0; i < n; i++)
+    if (xs[i] == x) return true;
+  return false;
 }
 
 static int check_config(const lanepool_config_t *cfg, const char **field) {
@@ -110,11 +116,15 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
                    (cap & (cap - 1)) != 0))
     BAD("ring_capacity");
   if (cfg->hard_capacity != 0 && cfg->hard_capacity != 1) BAD("hard_capacity");
+  if (cfg->fixed_spin != 0 && cfg->fixed_spin != 1) BAD("fixed_spin");
   if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) BAD("allow_realtime");
   if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) BAD("stall_threshold_ns");
   if (cfg->interactive_spin_ns > LANEPOOL_MAX_INTERACTIVE_SPIN_NS) BAD("interactive_spin_ns");
-  /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses. */
-  if (cfg->stack_size != 0 && cfg->stack_size < 16384) BAD("stack_size");
+  /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses;
+   * above the maximum, pthread_create would fail late with EAGAIN or EINVAL. */
+  if (cfg->stack_size != 0 &&
+      (cfg->stack_size < 16384 || cfg->stack_size > LANEPOOL_MAX_STACK_SIZE))
+    BAD("stack_size");
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     const char *member = NULL;
     if (lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime, &member)) {
@@ -129,13 +139,14 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
     break;
   case LANEPOOL_PLACEMENT_CPU_LIST: {
     if (!cfg->cpus || cfg->cpu_count == 0) BAD("cpus");
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) BAD("cpus");
-    for (uint32_t i = 0; i < cfg->cpu_count; i++) {
-      int c = cfg->cpus[i];
-      if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) BAD("cpus");
-    }
+    int *allowed;
+    uint32_t allowed_count;
+    if (lanepool__affinity_cpus(&allowed, &allowed_count) != 0) BAD("cpus");
+    bool ok = true;
+    for (uint32_t i = 0; ok && i < cfg->cpu_count; i++)
+      ok = cfg->cpus[i] >= 0 && is_in(allowed, allowed_count, cfg->cpus[i]);
+    free(allowed);
+    if (!ok) BAD("cpus");
     break;
   }
   case LANEPOOL_PLACEMENT_NUMA:
@@ -176,6 +187,7 @@ void lanepool__pool_free(lanepool_t *pool) {
   free(pool->lanes);
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
+  free(pool->allowed_cpus);
   free(pool);
 }
 
@@ -231,14 +243,19 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   int rc = 0;
   pool->lanes = calloc((size_t)per_band * LANEPOOL_BAND_COUNT, sizeof *pool->lanes);
   lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
-  int *allowed = calloc(CPU_SETSIZE, sizeof *allowed);
-  if (!pool->lanes || !plan || !allowed) {
+  if (!pool->lanes || !plan) {
     rc = ENOMEM;
     goto out;
   }
-  uint32_t allowed_count = lanepool__allowed_cpus(allowed, CPU_SETSIZE);
-  pool->allowed_count = allowed_count < 64 ? allowed_count : 64;
-  memcpy(pool->allowed_cpus, allowed, pool->allowed_count * sizeof(int));
+  /* Every allowed CPU (the pool keeps the list for its timer thread). A failed
+   * sched_getaffinity leaves none: no pinning of the timer, CORES placement EINVAL. */
+  uint32_t allowed_count = 0;
+  if (lanepool__affinity_cpus(&pool->allowed_cpus, &allowed_count) == ENOMEM) {
+    rc = ENOMEM;
+    goto out;
+  }
+  pool->allowed_count = allowed_count;
+  const int *allowed = pool->allowed_cpus;
   if (cfg->placement == LANEPOOL_PLACEMENT_NUMA)
     rc = cfg->topology ? lanepool__topology_copy(cfg->topology, &pool->topology)
                        : lanepool__machine_topology(&pool->topology);
@@ -253,7 +270,6 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   }
 out:
   free(plan);
-  free(allowed);
   return rc;
 }
 
@@ -291,7 +307,10 @@ static void log_refusals(lanepool_t *pool) {
   }
 }
 
-static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
+/* log_now 0: the caller calls log_refusals itself once it holds no lock (the default
+ * pool is created under default_lock; its log callback may call lanepool_default). */
+static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now,
+                       lanepool_t **out) {
   lanepool__fork_init();
   const char *field;
   int rc = check_config(cfg, &field);
@@ -307,7 +326,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   if ((rc = lanes_start(pool))) goto fail_free;
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
   if ((rc = lanepool__registry_add(pool))) goto fail_join;
-  log_refusals(pool);
+  if (log_now) log_refusals(pool);
   *out = pool;
   return 0;
 
@@ -322,7 +341,7 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   if (!cfg || !out) return EINVAL;
   lanepool_config_t full;
   if (config_normalize(cfg, &full)) return EINVAL;
-  return create_pool(&full, 0, out);
+  return create_pool(&full, 0, 1, out);
 }
 
 pthread_mutex_t lanepool__default_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -430,6 +449,7 @@ int lanepool_default(lanepool_t **out) {
   }
   pthread_mutex_lock(&default_lock);
   int rc = 0;
+  bool created = false;
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
     lanepool_config_t cfg;
@@ -448,10 +468,14 @@ int lanepool_default(lanepool_t **out) {
       if (n > LANEPOOL_MAX_LANES_PER_BAND) n = LANEPOOL_MAX_LANES_PER_BAND;
       cfg.lanes_per_band = n;
     }
-    if (rc == 0) rc = create_pool(&cfg, 1, &p);
+    if (rc == 0) rc = create_pool(&cfg, 1, 0, &p);
     if (rc == 0) atomic_store_explicit(&default_pool, p, memory_order_release);
+    created = rc == 0;
   }
   pthread_mutex_unlock(&default_lock);
+  /* User code never runs under default_lock: the log callback may call lanepool_default
+   * (it gets this pool, already published) or configure it (EALREADY). */
+  if (created) log_refusals(p);
   if (rc == 0) *out = p;
   return rc;
 }

@@ -119,6 +119,19 @@ static int fire_top_locked(lanepool_t *pool) {
   return rc;
 }
 
+/* A child forked inside the log callback is a copy of this timer thread, alone in its
+ * process: its loop would wait on the parent's timers forever (and on a lock a parent
+ * thread may have held at fork time). When the callback returns there, the child ends,
+ * as a child forked in a task does when the task returns (lane.c): a note on stderr,
+ * then _exit(0), async-signal-safe calls only. */
+static void forked_child_returned(void) {
+  static const char msg[] = "lanepool: a process forked inside a log callback returned to the "
+                            "timer thread; the child exits (status 0)\n";
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  _exit(0);
+}
+
 /* The stall detector: a lane whose current task (started != executed) is the same
  * one seen at least stall_threshold_ns ago is stalled. Logs once per stall. Runs
  * without any lock held (the log callback is user code). */
@@ -150,6 +163,7 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
                  "queue waits (the pool's other lanes are unaffected)",
                  pool->name, l->name, (unsigned long long)(pool->stall_threshold_ns / 1000000));
         pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+        if (lanepool__forked(pool->generation)) forked_child_returned();
       }
     }
   }
@@ -165,11 +179,11 @@ static void *timer_main(void *arg) {
   /* It inherited whatever thread set the first timer (maybe a pinned background
    * lane): take the pool's allowed CPUs and its most urgent band's policy, since
    * every band's timers wait on this thread. */
-  if (pool->allowed_count > 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (uint32_t i = 0; i < pool->allowed_count; i++) CPU_SET(pool->allowed_cpus[i], &set);
-    (void)sched_setaffinity(0, sizeof set, &set);
+  size_t size = 0;
+  cpu_set_t *set = lanepool__cpu_set_of(pool->allowed_cpus, pool->allowed_count, &size);
+  if (set) {
+    (void)sched_setaffinity(0, size, set);
+    CPU_FREE(set);
   }
   lanepool__applied ignored;
   lanepool__apply_policy(&ignored, (pid_t)syscall(SYS_gettid), &pool->lanes[0]->policy);

@@ -168,7 +168,8 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
     return "interactiveSpin = \(c.interactiveSpin.map { "\($0)" } ?? "nil") is out of range (at most 100 ms)"
   case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"
   case "stack_size":
-    return "stackSize must be at least 16384 bytes (PTHREAD_STACK_MIN), got \(c.stackSize.map(String.init) ?? "nil")"
+    return
+      "stackSize must be 16384 bytes (PTHREAD_STACK_MIN) to 1 GiB, got \(c.stackSize.map(String.init) ?? "nil")"
   case "placement": return "placement = .\(c.placement) is not accepted"
   case "cpus":
     var list: [Int] = []

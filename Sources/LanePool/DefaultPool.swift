@@ -1,4 +1,5 @@
 internal import CLanePool
+import Synchronization
 
 extension LanePool {
   /// The process-wide default pool, created on first use and never shut down.
@@ -12,7 +13,12 @@ extension LanePool {
   /// If the pool cannot start (a bad environment value, no threads to be had), this
   /// stops the program with a message naming the cause. Use ``makeDefault()`` to
   /// handle that as an error instead.
-  public static let `default`: LanePool = {
+  ///
+  /// The log handler given to ``configureDefault(_:)`` may use the default pool, also
+  /// while it is being created (the kernel refused a priority setting: the handler
+  /// runs on the creating thread): it gets this pool.
+  public static var `default`: LanePool {
+    if let cached = cachedDefault() { return cached }
     do throws(LanePoolError) {
       return try makeDefault()
     } catch {
@@ -20,7 +26,15 @@ extension LanePool {
         "cannot start the default pool: \(error.message). Call LanePool.makeDefault() (it throws) to handle this instead of stopping"
       )
     }
-  }()
+  }
+
+  /// The default pool once made, read without a lock: its address (0 until then),
+  /// retained for the life of the process.
+  private static let defaultAddress = Atomic<UInt>(0)
+  private static func cachedDefault() -> LanePool? {
+    guard let p = UnsafeRawPointer(bitPattern: defaultAddress.load(ordering: .acquiring)) else { return nil }
+    return Unmanaged<LanePool>.fromOpaque(p).takeUnretainedValue()
+  }
 
   /// The default pool once made, and the log handler given to ``configureDefault(_:)``
   /// (kept for the life of the process). A pthread lock rather than Mutex:
@@ -47,24 +61,28 @@ extension LanePool {
   ///   power of two in 2...1,048,576) or the setting of ``configureDefault(_:)`` the
   ///   core refused; ``LanePoolError/system(errno:)`` when threads or memory cannot be had.
   public static func makeDefault() throws(LanePoolError) -> LanePool {
-    let result: Result<LanePool, LanePoolError> = defaultState.withLock { state in
-      if let cached = state.pool { return .success(cached) }
-      var raw: OpaquePointer?
-      let rc = lanepool_default(&raw)
-      guard rc == 0, let raw else {
-        if rc == Errno.EINVAL, let bad = badDefaultEnvironment() {
-          return .failure(.invalidArgument(bad))
-        }
-        return .failure(
-          LanePoolError(
-            errno: rc, context: .threads("starting the default pool"),
-            what: "default pool configuration (set by LanePool.configureDefault or LANEPOOL_DEFAULT_* variables)"))
+    if let cached = cachedDefault() { return cached }
+    // Outside defaultState's lock: the C core calls the default pool's log handler
+    // inside lanepool_default (after publishing the pool, with no lock of its own held),
+    // and the handler may come back here; it then gets the pool and wraps it first.
+    var raw: OpaquePointer?
+    let rc = lanepool_default(&raw)
+    guard rc == 0, let raw else {
+      if rc == Errno.EINVAL, let bad = badDefaultEnvironment() {
+        throw .invalidArgument(bad)
       }
+      throw LanePoolError(
+        errno: rc, context: .threads("starting the default pool"),
+        what: "default pool configuration (set by LanePool.configureDefault or LANEPOOL_DEFAULT_* variables)")
+    }
+    return defaultState.withLock { state in
+      if let cached = state.pool { return cached }
       let pool = LanePool(raw: raw, isDefault: true, logBox: state.logBox)
       state.pool = pool
-      return .success(pool)
+      let address = UInt(bitPattern: Unmanaged.passRetained(pool).toOpaque())
+      defaultAddress.store(address, ordering: .releasing)
+      return pool
     }
-    return try result.get()
   }
 
   /// Configures the default pool before its first use (``default``, ``makeDefault()``,

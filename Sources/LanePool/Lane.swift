@@ -117,7 +117,7 @@ extension LanePool {
       if rc != 0 {
         if rc == Errno.EDEADLK {
           misuse(
-            "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+            "Lane.sync called from a task already running on lane \(name), or from nested syncs that hold it (a.sync { b.sync { a.sync {} } }): it would wait for itself forever. Use async, or sync onto another lane."
           )
         }
         throw LanePoolError(errno: rc)

@@ -1,5 +1,6 @@
 import CLanePool
 import Foundation
+import Synchronization
 import Testing
 
 @testable import LanePool
@@ -140,6 +141,22 @@ struct DefaultPoolTests {
     #expect(stderr.contains("makeDefault()"), "\(stderr)")
   }
 
+  @Test("the log handler of configureDefault may use the default pool while LanePool.default creates it (issue 23, 7)")
+  func logHandlerUsesTheDefaultPool() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      logHandlerUsesTheDefaultPoolChild(throughMakeDefault: false)
+    }
+    recordChildVerdict(result)
+  }
+
+  @Test("the log handler of configureDefault may use the default pool while makeDefault() creates it (issue 23, 7)")
+  func logHandlerUsesTheDefaultPoolMakeDefault() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      logHandlerUsesTheDefaultPoolChild(throughMakeDefault: true)
+    }
+    recordChildVerdict(result)
+  }
+
   @Test("the unconfigured default is min(allowed CPUs, CPU quota) lanes per band")
   func quotaSizing() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
@@ -158,6 +175,49 @@ struct DefaultPoolTests {
     }
     recordChildVerdict(result)
   }
+}
+
+/// In an exit-test child: the default pool is created (through `LanePool.default` or
+/// `makeDefault()`) with a log handler that uses it, and a line to log.
+private func logHandlerUsesTheDefaultPoolChild(throughMakeDefault: Bool) -> Never {
+  // A deadlock ends the child (SIGALRM): a failure, not a hung test run.
+  alarm(60)
+  for v in ["LANEPOOL_DEFAULT_LANES", "LANEPOOL_DEFAULT_PLACEMENT", "LANEPOOL_DEFAULT_RING"] { unsetenv(v) }
+  // A log line during creation: nice -20 is refused without privilege.
+  if getuid() == 0, setuid(65534) != 0 { reportVerdictAndExit("setuid") }
+  final class Seen: Sendable {
+    let lines = Atomic<Int>(0)
+    let same = Atomic<Int>(0)
+  }
+  let seen = Seen()
+  var c = LanePool.Configuration()
+  c.lanesPerBand = 1
+  var p = BandPolicy.default(for: .utility)
+  p.nice = -20
+  c.policies[.utility] = p
+  c.logHandler = { _, _ in
+    let a = LanePool.default
+    let b = try? LanePool.makeDefault()
+    if a === b { seen.same.add(1, ordering: .relaxed) }
+    seen.lines.add(1, ordering: .relaxed)
+  }
+  do throws(LanePoolError) {
+    try LanePool.configureDefault(c)
+  } catch {
+    reportVerdictAndExit("configureDefault threw \(error)")
+  }
+  let pool: LanePool
+  if throughMakeDefault {
+    guard let made = try? LanePool.makeDefault() else { reportVerdictAndExit("makeDefault threw") }
+    pool = made
+  } else {
+    pool = LanePool.default
+  }
+  let lines = seen.lines.load(ordering: .relaxed)
+  guard lines > 0 else { reportVerdictAndExit("no log line (nice -20 was not refused?)") }
+  guard seen.same.load(ordering: .relaxed) == lines else { reportVerdictAndExit("another pool in the handler") }
+  guard pool === LanePool.default, pool.isDefault else { reportVerdictAndExit("not the default pool") }
+  reportVerdictAndExit(nil)
 }
 
 /// The ring capacity of the default pool, from the C core.

@@ -172,4 +172,18 @@ struct InlineSyncTests {
     #expect(refused == .wouldDeadlock)
     #expect(!pool.isShutDown)
   }
+
+  @Test("nested syncs that come back to a lane they hold stop with the message, never hang (issue 23, 10)")
+  func nestedSyncBackToAHeldLaneStops() async {
+    let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+      alarm(60)  // a hang ends the child with SIGALRM, which the message check below rejects
+      let pool = try? LanePool(name: "nestsync", lanesPerBand: 1)
+      guard let pool else { return }
+      let a = pool.queue(for: .default)
+      let b = pool.queue(for: .utility)
+      try? a.sync(onLaneThread: true) { try? b.sync(onLaneThread: true) { _ = try? a.sync { 1 } } }
+    }
+    let said = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(said.contains("or from nested syncs that hold it"), "stderr: \(said)")
+  }
 }

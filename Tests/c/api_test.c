@@ -11,10 +11,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -564,6 +567,63 @@ static void test_struct_size(void) {
   current_test = "";
 }
 
+/* ---- the default pool's log callback runs with no library lock held ----------- */
+
+/* The log line comes from a refused priority: nice -20 needs privilege, so the child
+ * drops root first. The callback calls lanepool_default: it must get the pool, not
+ * wait forever for the default pool's lock (issue 23, defect 7). */
+static _Atomic(lanepool_t *) logged_default;
+static atomic_int log_calls, log_default_rc = -1;
+static void log_calls_default(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)msg;
+  (void)arg;
+  lanepool_t *p = NULL;
+  atomic_store(&log_default_rc, lanepool_default(&p));
+  atomic_store(&logged_default, p);
+  atomic_fetch_add(&log_calls, 1);
+}
+
+static int default_log_child(void) {
+  if (getuid() == 0 && setuid(65534) != 0) return 10;
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.lanes_per_band = 1;
+  cfg.policy[2].nice = -20; /* refused without CAP_SYS_NICE: one log line */
+  cfg.log = log_calls_default;
+  if (lanepool_default_configure(&cfg)) return 11;
+  lanepool_t *p = NULL;
+  if (lanepool_default(&p)) return 12;
+  if (atomic_load(&log_calls) == 0) return 13;      /* no line logged */
+  if (atomic_load(&log_default_rc) != 0) return 14; /* lanepool_default failed */
+  if (atomic_load(&logged_default) != p) return 15; /* another pool */
+  return 0;
+}
+
+static void test_default_log_callback_may_use_the_default_pool(void) {
+  current_test = "default_log_callback_may_use_the_default_pool";
+  pid_t pid = fork();
+  if (pid == 0) _exit(default_log_child());
+  CHECK(pid > 0);
+  if (pid <= 0) return;
+  int st = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 3000 && (got = waitpid(pid, &st, WNOHANG)) == 0; i++) { /* 30 s cap */
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  if (got == 0) {
+    fprintf(stderr, "[%s] the child hangs (deadlock in the log callback)\n", current_test);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  CHECK(got == pid);
+  CHECK(got == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (got == pid && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+    fprintf(stderr, "[%s] child status %d\n", current_test, WEXITSTATUS(st));
+  current_test = "";
+}
+
 int main(void) {
   test_struct_size();
   test_bad_input();
@@ -574,6 +634,7 @@ int main(void) {
   test_async2_bad_input();
   test_async2_fifo();
   test_async2_cancel();
+  test_default_log_callback_may_use_the_default_pool();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
