@@ -145,6 +145,18 @@ func blockOn(preferring executor: any TaskExecutor, _ body: @escaping @Sendable 
   done.wait()
 }
 
+/// The natural peer of a task that prefers the pool: a task executor over one serial
+/// `DispatchQueue` (no thread hand-off: every job runs on the queue's one thread in turn).
+/// With any task executor preference, each actor hop goes through the runtime's
+/// default-actor enqueue; this row shows what that costs without LanePool in it.
+final class DispatchQueueTaskExecutor: TaskExecutor, @unchecked Sendable {
+  let queue = DispatchQueue(label: "bench-w9-task-executor")
+  func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+  }
+}
+
 func laneJobs(_ pool: LanePool) -> UInt64 {
   pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
 }
@@ -156,6 +168,7 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
   defer { _ = try? pool.shutdown(discardingQueued: false) }
   let laneA = pool.lanes(for: .userInitiated)[0]
   let laneB = pool.lanes(for: .userInitiated)[1]
+  let queueExecutor = DispatchQueueTaskExecutor()
   typealias Variant = (name: String, usesLanes: Bool, run: (Int) -> Void)
   let variants: [Variant] = [
     (
@@ -184,6 +197,13 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
       { n in
         let a = DefaultPinger(), b = DefaultPonger()
         blockOn(preferring: pool) { await a.run(n, b) }
+      }
+    ),
+    (
+      "default actors, task prefers a DispatchQueue executor", false,
+      { n in
+        let a = DefaultPinger(), b = DefaultPonger()
+        blockOn(preferring: queueExecutor) { await a.run(n, b) }
       }
     ),
     (

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import LanePool
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Installs LanePool as the executor, then checks that a task really runs on a lane and
 /// says so on stderr (the script looks for the line).
