@@ -777,6 +777,72 @@ LANEPOOL_API int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qo
 LANEPOOL_API int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata);
 LANEPOOL_API int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out);
 
+/* ---- bands for threads LanePool does not own ----------------------------------- */
+
+/** What lanepool_thread_enter_band() changed on the calling thread, and what
+ *  lanepool_thread_restore() puts back. Filled by the library: read the five
+ *  lanepool_applied_t records (requested, got read back from the kernel, errno of a
+ *  refusal, as in lanepool_lane_info_t; a setting left alone has requested == -1);
+ *  the saved_* fields are the library's and must not be changed. */
+typedef struct lanepool_band_token {
+  uint32_t struct_size; /* sizeof of the caller's header; see lanepool_thread_enter_band() */
+  pid_t tid;            /* the thread that entered; only it may restore */
+  lanepool_qos_t qos;   /* the band entered */
+  lanepool_applied_t sched, nice, ioprio, timer_slack, slice;
+  int32_t saved_sched, saved_rt_priority, saved_nice, saved_ioprio, saved_band;
+  uint32_t saved_flags;
+  uint64_t saved_timer_slack, saved_slice;
+} lanepool_band_token_t;
+
+/** lanepool_thread_enter_band flag: return EPERM, changing nothing, when the kernel
+ *  refuses (or the undo rule withholds) any setting of the band. Without it, what can be
+ *  applied is applied and the rest is recorded in the token. */
+#define LANEPOOL_BAND_STRICT 1u
+
+/**
+ * Gives the calling thread, which LanePool does not own (an event loop, a thread of
+ * your own), the OS treatment of a band, from LanePool's default table
+ * (lanepool_default_policy): scheduling policy, nice, I/O priority, timer slack, EEVDF
+ * slice, applied in that order and read back, as a lane applies them. Placement is not
+ * changed. *out receives the token that lanepool_thread_restore() takes to put every
+ * one of these back; tokens nest (restore them in reverse order).
+ *
+ * The undo rule: a setting is applied only if the thread may put it back afterwards.
+ * Without CAP_SYS_NICE a thread may raise its nice but lower it only as far as
+ * RLIMIT_NICE allows (20 - rlimit), so entering a band of higher nice than the thread's
+ * is withheld unless the thread may come back (nice.error EPERM, nice.got unchanged);
+ * SCHED_IDLE likewise (a thread may leave it only under the same rule; falls back to
+ * SCHED_BATCH). Lowering nice, when refused, goes as low as permitted (as lanes do).
+ * While entered, the thread counts as of that band for escalation (a
+ * lanepool_lane_sync from it onto a lower band's lane boosts that lane to this band).
+ *
+ * Returns 0 (some settings may still be recorded as refused, see
+ * LANEPOOL_BAND_STRICT); EINVAL (unknown qos or flag, NULL out, a struct_size not
+ * accepted); EBUSY (the caller is a lane's own thread: lanes have their band); EPERM
+ * (LANEPOOL_BAND_STRICT and a setting refused or withheld: the thread is as it was).
+ */
+LANEPOOL_API int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
+                                                  lanepool_band_token_t *out);
+
+/** lanepool_thread_enter_band_sized() with out->struct_size set to this header's size. */
+static inline int lanepool_thread_enter_band(lanepool_qos_t qos, unsigned flags,
+                                             lanepool_band_token_t *out) {
+  if (out) out->struct_size = (uint32_t)sizeof(lanepool_band_token_t);
+  return lanepool_thread_enter_band_sized(qos, flags, out);
+}
+
+/**
+ * Puts back what lanepool_thread_enter_band() changed on this thread: policy (and
+ * real-time priority), nice, I/O priority, timer slack, slice; and the band the thread
+ * counts as for escalation. Settings the band left alone are not touched. Call it on
+ * the thread that entered. Restoring a token twice is harmless.
+ * Returns 0; EINVAL (NULL token, a struct_size not accepted, another thread's token);
+ * or the errno of the first setting the kernel refused to put back (the others are put
+ * back all the same; the undo rule makes this rare: another thread changed this one's
+ * priority meanwhile, or its privileges were dropped).
+ */
+LANEPOOL_API int lanepool_thread_restore(const lanepool_band_token_t *token);
+
 #ifdef __cplusplus
 }
 #endif

@@ -267,6 +267,8 @@ struct lanepool {
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
 extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */
 extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs here */
+/* band.c: the band this thread counts as for escalation, as index + 1 (0: none known) */
+extern __thread int lanepool__thread_band;
 
 /* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */
 static inline bool lanepool__is_own_lane(const lanepool_t *pool) {

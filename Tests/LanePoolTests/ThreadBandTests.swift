@@ -1,0 +1,78 @@
+import CLanePool
+import Foundation
+import LanePoolTestSupport
+import Testing
+
+@testable import LanePool
+
+@Suite("Bands for threads LanePool does not own: LanePool.withBand, ThreadBand")
+struct ThreadBandTests {
+  @Test("as root: the band's nice and policy in /proc inside, the thread's own after (also after a throw)")
+  func privileged() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      reportVerdictAndExit(threadBandCheck(privileged: true))
+    }
+    recordChildVerdict(result)
+  }
+
+  @Test("unprivileged (uid 65534, RLIMIT_NICE 0): what may be undone is applied, all of it restored")
+  func unprivileged() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      guard lp_test_set_own_nice(0) == 0 else { reportVerdictAndExit("could not reset nice") }
+      let rc = lp_test_drop_privileges(65534, 65534)
+      guard rc == 0, geteuid() == 65534 else { reportVerdictAndExit("cannot drop privileges: errno \(rc)") }
+      reportVerdictAndExit(threadBandCheck(privileged: false))
+    }
+    recordChildVerdict(result)
+  }
+}
+
+private struct Boom: Error {}
+
+/// Runs in a child process (its main thread's priority is changed and put back).
+func threadBandCheck(privileged: Bool) -> String? {
+  guard lp_test_set_own_nice(0) == 0 else { return "could not start at nice 0" }
+  let tid = Int32(lp_test_gettid())
+  guard let before = procSchedFields(tid: tid), before == (0, SCHED_OTHER_) else { return "not at nice 0 OTHER" }
+  // userInteractive: nice -5 as root; kept at 0 (refused) without privilege.
+  let inside = LanePool.withBand(.userInteractive) { procSchedFields(tid: tid) }
+  guard let inside else { return "no /proc" }
+  guard inside.nice == (privileged ? -5 : 0), inside.policy == SCHED_OTHER_ else {
+    return "userInteractive inside: \(inside)"
+  }
+  guard let after = procSchedFields(tid: tid), after == (0, SCHED_OTHER_) else { return "not restored after ui" }
+  // background: SCHED_BATCH and nice 10; without privilege nice is withheld (the thread
+  // could not come back to 0). Restored also when the body throws.
+  do {
+    try LanePool.withBand(.background) { () throws(Boom) in
+      guard let bg = procSchedFields(tid: tid), bg.policy == SCHED_BATCH_, bg.nice == (privileged ? 10 : 0) else {
+        return
+      }
+      throw Boom()
+    }
+    return "background: the body did not see SCHED_BATCH at the expected nice"
+  } catch {}
+  guard let after2 = procSchedFields(tid: tid), after2 == (0, SCHED_OTHER_) else { return "not restored after a throw" }
+  // The token's record.
+  do {
+    let band = try LanePool.ThreadBand.enter(.userInitiated)
+    if privileged {
+      guard band.applied.nice.got == -3, band.applied.nice.error == nil else { return "record \(band.applied.nice)" }
+    } else {
+      guard band.applied.nice.got == 0, band.applied.nice.error != nil else { return "record \(band.applied.nice)" }
+    }
+    try band.restore()
+    // Strict: refused without privilege, nothing changed.
+    do {
+      let strict = try LanePool.ThreadBand.enter(.userInteractive, strict: true)
+      guard privileged else { return "strict entered without privilege" }
+      try strict.restore()
+    } catch {
+      guard !privileged, error.code == .notPermitted else { return "strict threw \(error)" }
+    }
+  } catch {
+    return "ThreadBand threw \(error)"
+  }
+  guard let end = procSchedFields(tid: tid), end == (0, SCHED_OTHER_) else { return "not restored at the end" }
+  return nil
+}
