@@ -642,6 +642,19 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * compiles CLanePool without it; there the lane stays lent and every later task on it
  * waits forever, so catch inside fn. Run on the lane's thread (not idle, or
  * LANEPOOL_SYNC_QUEUED), the same exception ends the process. Never longjmp out of fn.
+ *
+ * Escalation: when the caller's band (lanepool_thread_qos) is above the lane's and fn is
+ * queued (the lane is busy, or LANEPOOL_SYNC_QUEUED), the lane's thread runs at the
+ * caller's band (its pool's policy for that band: scheduling policy, nice, I/O priority
+ * and slice; not timer slack, which only a thread may set on itself) from the moment fn
+ * is queued until fn returns: the tasks queued before fn run boosted too, in their
+ * order (FIFO never changes). Then the lane returns to the highest band still waiting
+ * on it, or its own. A task on the lane sees the boost only in its thread's priority
+ * (/proc, getpriority). Without CAP_SYS_NICE the kernel lets a thread lower its nice
+ * only as far as RLIMIT_NICE allows: the boost then takes the waiter's policy (leaving
+ * SCHED_BATCH is always allowed) and I/O priority and as much nice as permitted; the
+ * pool logs one line the first time. Disabled per call by LANEPOOL_SYNC_NO_ESCALATION,
+ * for the process by the environment variable LANEPOOL_ESCALATION=0.
  */
 LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
@@ -649,8 +662,12 @@ LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void 
  *  (its OS priority, placement, thread name), never inline. */
 #define LANEPOOL_SYNC_QUEUED 1u
 
-/** As lanepool_lane_sync, with flags (0 or LANEPOOL_SYNC_QUEUED). EINVAL for an
- *  unknown flag. */
+/** lanepool_lane_sync_flags: do not escalate (see lanepool_lane_sync): the lane keeps
+ *  its own band while this caller waits. */
+#define LANEPOOL_SYNC_NO_ESCALATION 2u
+
+/** As lanepool_lane_sync, with flags (LANEPOOL_SYNC_QUEUED, LANEPOOL_SYNC_NO_ESCALATION).
+ *  EINVAL for an unknown flag. */
 LANEPOOL_API int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
                                           unsigned flags);
 
@@ -842,6 +859,35 @@ static inline int lanepool_thread_enter_band(lanepool_qos_t qos, unsigned flags,
  * priority meanwhile, or its privileges were dropped).
  */
 LANEPOOL_API int lanepool_thread_restore(const lanepool_band_token_t *token);
+
+/** The band the calling thread counts as when it waits on a lane (escalation): a lane's
+ *  thread (or a caller running a closure inline on a lane), that lane's band, or the
+ *  band a waiter boosted it to if higher; a thread inside lanepool_thread_enter_band(),
+ *  that band; any other thread, LANEPOOL_QOS_DEFAULT. 0 or EINVAL (NULL out). */
+LANEPOOL_API int lanepool_thread_qos(lanepool_qos_t *out);
+
+/** A boost a waiter holds on a lane (lanepool_lane_boost_begin). Frozen; the library's. */
+typedef struct lanepool_boost {
+  lanepool_lane_t *lane;
+  uint32_t band_plus_one; /* 0: holds nothing */
+} lanepool_boost_t;
+
+/**
+ * For waits LanePool does not see (a semaphore, a condition, a group, a future that a
+ * task on `lane` completes): runs the lane at band `qos` until
+ * lanepool_lane_boost_end(), as lanepool_lane_sync does for its own waits. Call it
+ * before waiting and end it when the wait ends, however it ends (done, timed out,
+ * cancelled); a boost held by several waiters lasts until the highest one left ends.
+ * A qos not above the lane's band (or escalation disabled) holds nothing and returns 0.
+ * Returns 0; EINVAL (NULL lane or out, unknown qos); EOWNERDEAD (a pre-fork lane). End
+ * it before the pool is destroyed.
+ */
+LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos,
+                                           lanepool_boost_t *out);
+
+/** Ends a boost from lanepool_lane_boost_begin(); ending it twice is harmless. Not
+ *  thread-safe for one boost: begin and end it on the waiter's side. 0 or EINVAL (NULL). */
+LANEPOOL_API int lanepool_lane_boost_end(lanepool_boost_t *boost);
 
 #ifdef __cplusplus
 }

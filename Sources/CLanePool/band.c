@@ -248,3 +248,193 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   errno = saved_errno;
   return first;
 }
+
+/* ---- escalation ------------------------------------------------------------------
+ *
+ * A caller that waits on a lane of a lower band (a queued lanepool_lane_sync, or a wait
+ * wrapped in lanepool_lane_boost_begin/end) counts itself in the lane's
+ * boost_waiting[its band] and then has the lane's thread set to the highest band
+ * counted (lanepool__boost_update, under boost_lock: setpriority and sched_setattr work
+ * on any thread of the process). Every change of a count is followed by an update, so
+ * the last update to take the lock sees the final counts: a lane is never left at a band
+ * nobody waits for. A queued sync is left by the lane itself when its task returns (or
+ * is answered ECANCELED), before the waiter is woken: the lane returns to its own band
+ * with the awaited work, not when the waiter gets a CPU. A thread that ends and is
+ * replaced, or a lane that exits, leaves nothing boosted: the successor starts at its
+ * own band and re-applies what waiters still hold (lanepool__boost_thread_started). */
+
+/* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
+static _Atomic int escalation;
+
+static bool escalation_on(void) {
+  int e = atomic_load_explicit(&escalation, memory_order_relaxed);
+  if (e == 0) {
+    const char *v = getenv("LANEPOOL_ESCALATION");
+    e = v && strcmp(v, "0") == 0 ? 2 : 1;
+    atomic_store_explicit(&escalation, e, memory_order_relaxed);
+  }
+  return e == 1;
+}
+
+int lanepool__waiter_band(void) {
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur) {
+    uint32_t boosted = atomic_load_explicit(&cur->boost_band, memory_order_relaxed);
+    return (int)(boosted < cur->band ? boosted : cur->band);
+  }
+  return lanepool__thread_band ? lanepool__thread_band - 1 : 2; /* default */
+}
+
+int lanepool_thread_qos(lanepool_qos_t *out) {
+  if (!out) return EINVAL;
+  *out = lanepool__qos_of_band[lanepool__waiter_band()];
+  return 0;
+}
+
+bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket) {
+  if (band < 0 || (uint32_t)band >= lane->band || !escalation_on()) return false;
+  atomic_fetch_add_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
+  atomic_store_explicit(ticket, (uint32_t)band + 1, memory_order_relaxed);
+  return true;
+}
+
+static void boost_drop(lanepool_lane_t *lane, uint32_t band) {
+  atomic_fetch_sub_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
+  lanepool__boost_update(lane);
+}
+
+void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
+  uint32_t b = atomic_exchange_explicit(ticket, 0, memory_order_relaxed);
+  if (b) boost_drop(lane, b - 1);
+}
+
+static const char *sched_label(int s) {
+  switch (s) {
+  case SCHED_OTHER:
+    return "SCHED_OTHER";
+  case SCHED_BATCH:
+    return "SCHED_BATCH";
+  case SCHED_IDLE:
+    return "SCHED_IDLE";
+  case SCHED_FIFO:
+    return "SCHED_FIFO";
+  case SCHED_RR:
+    return "SCHED_RR";
+  }
+  return "?";
+}
+
+/* Sets policy, nice and slice of `tid` in one sched_setattr. */
+static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice,
+                                uint64_t slice_ns) {
+  band_sched_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.sched_policy = (uint32_t)policy;
+  attr.sched_priority = (uint32_t)rt_priority;
+  attr.sched_nice = nice;
+  attr.sched_runtime = policy == SCHED_FIFO || policy == SCHED_RR ? 0 : slice_ns;
+  return set_attr(tid, &attr);
+}
+
+/* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
+ * or, for the lane's own band, what the lane got when it started (its fallbacks
+ * included). Without the privilege to lower nice that far: the band's policy and as low
+ * a nice as permitted (never below the band's), logged once per pool. */
+static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band) {
+  lanepool_t *pool = lane->pool;
+  int saved_errno = errno;
+  if (band == lane->band) {
+    const lanepool__applied *own = &lane->applied;
+    int rt =
+        own->sched.got == SCHED_FIFO || own->sched.got == SCHED_RR ? lane->policy.rt_priority : 0;
+    (void)set_sched_nice_slice(tid, (int)own->sched.got, rt, (int)own->nice.got,
+                               lane->policy.slice_ns);
+    if (own->ioprio.got >= 0) (void)set_ioprio(tid, (int)own->ioprio.got);
+    errno = saved_errno;
+    return;
+  }
+  const lanepool_band_policy_t *p = &pool->lanes[band * pool->lanes_per_band]->policy;
+  int err = set_sched_nice_slice(tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
+  if (err == EPERM || err == EACCES) {
+    /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice goes as low as
+     * RLIMIT_NICE allows (not below the band's), or stays. */
+    int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
+                                                                                  : (int)p->sched;
+    int cur = get_nice(tid);
+    int floor = nice_floor();
+    int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
+    if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
+      (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
+                                 p->slice_ns);
+    uint32_t none = 0;
+    lanepool_lane_t *first = pool->lanes[0];
+    if (pool->log &&
+        atomic_compare_exchange_strong_explicit(&first->boost_logged, &none, 1,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+      char msg[320];
+      snprintf(msg, sizeof msg,
+               "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
+               "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "
+               "Escalation)",
+               pool->name, p->nice, lane->name, strerror(err), get_nice(tid),
+               sched_label(sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK));
+      pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+    }
+  }
+  if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
+    int level = p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level;
+    if (set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
+        p->ioprio_class == LANEPOOL_IOPRIO_RT)
+      (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
+  }
+  errno = saved_errno;
+}
+
+/* The highest band counted, or the lane's own. [boost_lock] */
+static uint32_t wanted_band(lanepool_lane_t *lane) {
+  for (uint32_t b = 0; b < lane->band; b++)
+    if (atomic_load_explicit(&lane->boost_waiting[b], memory_order_relaxed)) return b;
+  return lane->band;
+}
+
+void lanepool__boost_update(lanepool_lane_t *lane) {
+  pthread_mutex_lock(&lane->boost_lock);
+  uint32_t want = wanted_band(lane);
+  if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
+    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+    if (tid) boost_apply(lane, tid, want); /* a thread that has exited: ESRCH, nothing */
+    atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&lane->boost_lock);
+}
+
+void lanepool__boost_thread_started(lanepool_lane_t *lane) {
+  pthread_mutex_lock(&lane->boost_lock);
+  atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  pthread_mutex_unlock(&lane->boost_lock);
+  lanepool__boost_update(lane);
+}
+
+int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepool_boost_t *out) {
+  int b = lanepool_band_index(qos);
+  if (!lane || !out || b < 0) return EINVAL;
+  out->lane = lane;
+  out->band_plus_one = 0;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  _Atomic uint32_t ticket;
+  atomic_init(&ticket, 0);
+  if (lanepool__boost_join(lane, b, &ticket)) {
+    out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
+    lanepool__boost_update(lane);
+  }
+  return 0;
+}
+
+int lanepool_lane_boost_end(lanepool_boost_t *boost) {
+  if (!boost) return EINVAL;
+  uint32_t b = boost->band_plus_one;
+  boost->band_plus_one = 0;
+  if (b && boost->lane && !lanepool__forked(boost->lane->generation))
+    boost_drop(boost->lane, b - 1);
+  return 0;
+}

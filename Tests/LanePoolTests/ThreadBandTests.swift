@@ -27,6 +27,57 @@ struct ThreadBandTests {
   }
 }
 
+@Suite("Escalation: a lane runs at the band of a caller waiting on it (Lane.sync)")
+struct EscalationTests {
+  @Test("as root: a userInteractive caller's sync boosts a background lane, /proc shows it, restored after")
+  func privileged() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      reportVerdictAndExit(syncEscalationCheck(privileged: true))
+    }
+    recordChildVerdict(result)
+  }
+
+  @Test("unprivileged: the boost leaves SCHED_BATCH at the lane's nice, one log line, restored after")
+  func unprivileged() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      guard lp_test_set_own_nice(0) == 0 else { reportVerdictAndExit("could not reset nice") }
+      let rc = lp_test_drop_privileges(65534, 65534)
+      guard rc == 0, geteuid() == 65534 else { reportVerdictAndExit("cannot drop privileges: errno \(rc)") }
+      reportVerdictAndExit(syncEscalationCheck(privileged: false))
+    }
+    recordChildVerdict(result)
+  }
+}
+
+/// Runs in a child process.
+func syncEscalationCheck(privileged: Bool) -> String? {
+  let logs = Locked<[String]>([])
+  let pool: LanePool
+  do {
+    pool = try LanePool(name: "esc", lanesPerBand: 1) { _, line in logs.withLock { $0.append(line) } }
+  } catch {
+    return "pool did not start: \(error)"
+  }
+  let bg = pool.queue(for: .background)
+  let tid = bg.info.threadID
+  guard let own = procSchedFields(tid: tid), own == (10, SCHED_BATCH_) else { return "background lane not at 10 BATCH" }
+  let seen: (nice: Int, policy: Int)?
+  do {
+    seen = try LanePool.withBand(.userInteractive) {
+      try bg.sync(onLaneThread: true) { procSchedFields(tid: tid) }
+    }
+  } catch {
+    return "sync threw \(error)"
+  }
+  guard let seen, seen.nice == (privileged ? -5 : 10), seen.policy == SCHED_OTHER_ else {
+    return "inside the sync the lane ran at \(String(describing: seen))"
+  }
+  guard let after = procSchedFields(tid: tid), after == (10, SCHED_BATCH_) else { return "not restored" }
+  let limited = logs.withLock { $0 }.filter { $0.contains("escalation") }
+  guard limited.count == (privileged ? 0 : 1) else { return "escalation log lines: \(limited)" }
+  return nil
+}
+
 private struct Boom: Error {}
 
 /// Runs in a child process (its main thread's priority is changed and put back).

@@ -4,11 +4,13 @@
  * caller waiting on it), checked from /proc/self/task/<tid>/stat. Runs three times:
  * as the caller (root in CI), and in child processes dropped to uid 65534 with
  * RLIMIT_NICE 0 and with RLIMIT_NICE 20.
- * Build: cc -std=gnu11 -O2 -pthread -Iinclude Tests/c/band_test.c Sources/CLanePool/(all).c
+ * Build: cc -std=gnu11 -O2 -pthread -Iinclude -ISources/CLanePool Tests/c/band_test.c
+ *        Sources/CLanePool/(all).c
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
 #include "check.h"
+#include "internal.h" /* the lanes' escalation counts, to check that nothing is left */
 
 #include <errno.h>
 #include <grp.h>
@@ -165,9 +167,348 @@ static void test_enter_bad_input(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+
+/* ---- escalation ---------------------------------------------------------------- */
+
+static const int table_nice[LANEPOOL_BAND_COUNT] = {-5, -3, 0, 4, 10};
+
+/* The nice a background lane (nice 10) gets when boosted to band `b`. */
+static int boosted_nice(int b) {
+  switch (mode) {
+  case MODE_ROOT:
+    return table_nice[b];
+  case MODE_UNPRIV:
+    return 10; /* RLIMIT_NICE 0: nice stays, the policy leaves SCHED_BATCH */
+  case MODE_UNPRIV_RLIMIT20:
+    return table_nice[b] > 0 ? table_nice[b] : 0;
+  }
+  return 99;
+}
+
+static _Atomic int log_lines;
+static char last_log[400];
+static void count_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  if (strstr(msg, "escalation")) {
+    snprintf(last_log, sizeof last_log, "%s", msg);
+    atomic_fetch_add(&log_lines, 1);
+  }
+}
+
+static lanepool_t *escalation_pool(const char *name) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = 1;
+  cfg.log = count_log;
+  lanepool_t *pool = NULL;
+  if (lanepool_create(&cfg, &pool) != 0) {
+    fprintf(stderr, "cannot create pool %s\n", name);
+    exit(1);
+  }
+  return pool;
+}
+
+static lanepool_lane_t *lane_of(lanepool_t *pool, lanepool_qos_t qos) {
+  lanepool_lane_t *lane = NULL;
+  lanepool_get_lane(pool, qos, 0, &lane);
+  return lane;
+}
+
+static pid_t tid_of(lanepool_lane_t *lane) {
+  lanepool_lane_info_t info;
+  lanepool_lane_info(lane, &info);
+  return info.tid;
+}
+
+/* Nothing counted, and the lane's thread at its own band: what every test ends with. */
+static bool unboosted(lanepool_lane_t *lane) {
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    if (atomic_load(&lane->boost_waiting[b])) return false;
+  return atomic_load(&lane->boost_band) == lane->band;
+}
+
+static bool bg_at_own_band(lanepool_lane_t *bg) {
+  pid_t tid = tid_of(bg);
+  return nice_of(tid) == 10 && policy_of(tid) == SCHED_BATCH && unboosted(bg);
+}
+
+/* Polls until the thread has this nice and policy; false after 10 s. */
+static bool wait_for_sched(pid_t tid, int nice, int policy) {
+  for (int i = 0; i < 10000; i++) {
+    if (nice_of(tid) == nice && policy_of(tid) == policy) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+typedef struct {
+  int nice, policy;
+} seen_t;
+
+static void see_own(void *ctx) {
+  seen_t *s = ctx;
+  proc_sched(gettid_(), &s->nice, &s->policy);
+}
+
+typedef struct {
+  lanepool_lane_t *target;
+  unsigned flags;
+  seen_t seen;
+  int rc;
+} sync_from_lane_t;
+
+static void sync_from_lane(void *ctx) {
+  sync_from_lane_t *c = ctx;
+  c->rc = lanepool_lane_sync_flags(c->target, see_own, &c->seen, c->flags);
+}
+
+/* A lane of a higher band syncs onto the background lane: the closure runs on the
+ * background lane's thread at the caller's band; the lane is back at its own after. */
+static void test_escalate_from_lanes(void) {
+  current_test = "escalate_from_lanes";
+  lanepool_t *pool = escalation_pool("esc1");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  CHECK(bg_at_own_band(bg));
+  for (int b = 0; b < 4; b++) {
+    sync_from_lane_t c = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+    lanepool_lane_t *from =
+        lane_of(pool, (lanepool_qos_t[]){LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED,
+                                         LANEPOOL_QOS_DEFAULT, LANEPOOL_QOS_UTILITY}[b]);
+    /* This thread (default) does not boost `from`: its band is the lane's own. */
+    unsigned outer = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
+    CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
+    CHECK_RC(c.rc, 0);
+    CHECK(c.seen.nice == boosted_nice(b));
+    CHECK(c.seen.policy == (b == 3 ? SCHED_BATCH : SCHED_OTHER)); /* utility is BATCH */
+    CHECK(bg_at_own_band(bg));
+    /* Not asked for: the lane keeps its band. */
+    c.flags = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
+    CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
+    CHECK(c.seen.nice == 10 && c.seen.policy == SCHED_BATCH);
+  }
+  /* A waiter of a lower band than the lane's does not touch it. */
+  sync_from_lane_t down = {
+      lane_of(pool, LANEPOOL_QOS_USER_INITIATED), LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, sync_from_lane, &down,
+                                    LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
+           0);
+  CHECK(down.seen.nice == (mode == MODE_ROOT ? -3 : 0));
+  /* Transitive: this thread (default) waits on the utility lane, whose task waits on the
+   * background lane: both run at default meanwhile. */
+  sync_from_lane_t chain = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+  CHECK_RC(lanepool_lane_sync_flags(lane_of(pool, LANEPOOL_QOS_UTILITY), sync_from_lane, &chain,
+                                    LANEPOOL_SYNC_QUEUED),
+           0);
+  CHECK(chain.seen.nice == boosted_nice(2) && chain.seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg) && unboosted(lane_of(pool, LANEPOOL_QOS_UTILITY)));
+  /* A plain thread counts as default; inside lanepool_thread_enter_band, as that band. */
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(seen.nice == boosted_nice(2) && seen.policy == SCHED_OTHER);
+  lanepool_qos_t q;
+  CHECK_RC(lanepool_thread_qos(&q), 0);
+  CHECK(q == LANEPOOL_QOS_DEFAULT);
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INITIATED, 0, &t), 0);
+  CHECK_RC(lanepool_thread_qos(&q), 0);
+  CHECK(q == LANEPOOL_QOS_USER_INITIATED);
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(seen.nice == boosted_nice(1) && seen.policy == SCHED_OTHER);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(bg_at_own_band(bg));
+  /* One log line per pool when the kernel limits a boost, none with privilege. */
+  CHECK(atomic_load(&log_lines) == (mode == MODE_ROOT ? 0 : 1));
+  if (mode != MODE_ROOT) CHECK(strstr(last_log, "esc1") != NULL);
+  atomic_store(&log_lines, 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a busy lane: boost during the wait, FIFO kept ---- */
+
+enum { BEFORE = 20, AFTER = 20 };
+static _Atomic int gate; /* the blocker runs until this is 1 */
+static _Atomic int order[BEFORE + AFTER + 2];
+static _Atomic int order_len;
+
+static void blocker(void *ctx) {
+  (void)ctx;
+  while (!atomic_load(&gate)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void note(void *ctx) { order[atomic_fetch_add(&order_len, 1)] = (int)(intptr_t)ctx; }
+
+typedef struct {
+  lanepool_lane_t *lane;
+  lanepool_qos_t qos;
+  int rc;
+  seen_t seen;
+} waiter_t;
+
+static void note_and_see(void *ctx) {
+  waiter_t *w = ctx;
+  note((void *)(intptr_t)1000);
+  see_own(&w->seen);
+}
+
+static void *waiter_thread(void *arg) {
+  waiter_t *w = arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(w->qos, 0, &t);
+  w->rc = lanepool_lane_sync(w->lane, note_and_see, w);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_escalate_busy_lane(void) {
+  current_test = "escalate_busy_lane";
+  lanepool_t *pool = escalation_pool("esc2");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  atomic_store(&order_len, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  for (int i = 0; i < BEFORE; i++) CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)i), 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t th;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  /* While the waiter waits behind the blocker: the lane runs at its band (/proc). */
+  CHECK(wait_for_sched(tid, boosted_nice(0), SCHED_OTHER));
+  CHECK(atomic_load(&bg->boost_waiting[0]) == 1);
+  /* Work queued after the sync: FIFO is unchanged (it runs after, at the lane's band). */
+  for (int i = 0; i < AFTER; i++)
+    CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)(BEFORE + i)), 0);
+  atomic_store(&gate, 1);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, 0);
+  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == SCHED_OTHER);
+  /* The lane left the boost before it answered the waiter. */
+  CHECK(unboosted(bg));
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  int n = atomic_load(&order_len);
+  CHECK(n == BEFORE + AFTER + 1);
+  int k = 0, in_order = 1;
+  for (int i = 0; i < BEFORE; i++) in_order &= order[k++] == i;
+  in_order &= order[k++] == 1000;
+  for (int i = 0; i < AFTER; i++) in_order &= order[k++] == BEFORE + i;
+  CHECK(in_order);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- boosts held by waits LanePool does not see; one that times out ---- */
+
+static void test_boost_begin_end(void) {
+  current_test = "boost_begin_end";
+  lanepool_t *pool = escalation_pool("esc3");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  lanepool_boost_t ui, in, low;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INITIATED, &in), 0);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &ui), 0);
+  CHECK(nice_of(tid) == boosted_nice(0) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_BACKGROUND, &low), 0); /* holds nothing */
+  CHECK(low.band_plus_one == 0);
+  /* The userInteractive waiter times out: the lane goes down to the next waiter's band. */
+  struct timespec ts = {0, 5000000};
+  nanosleep(&ts, NULL);
+  CHECK_RC(lanepool_lane_boost_end(&ui), 0);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_end(&ui), 0); /* twice: harmless */
+  CHECK_RC(lanepool_lane_boost_end(&low), 0);
+  CHECK(nice_of(tid) == boosted_nice(1));
+  CHECK_RC(lanepool_lane_boost_end(&in), 0);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_lane_boost_begin(NULL, LANEPOOL_QOS_DEFAULT, &in), EINVAL);
+  CHECK_RC(lanepool_lane_boost_begin(bg, (lanepool_qos_t)3, &in), EINVAL);
+  CHECK_RC(lanepool_lane_boost_end(NULL), EINVAL);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
+
+static void *cancel_soon(void *arg) {
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+  atomic_store(&gate, 1);
+  (void)arg;
+  return NULL;
+}
+
+static void discard_none(lanepool_fn fn, void *ctx, void *arg) {
+  (void)fn;
+  (void)ctx;
+  (void)arg;
+}
+
+static void test_escalate_cancelled(void) {
+  current_test = "escalate_cancelled";
+  lanepool_t *pool = escalation_pool("esc4");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1}};
+  pthread_t th, opener;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  CHECK(wait_for_sched(tid, boosted_nice(1), SCHED_OTHER));
+  /* The shutdown waits for the blocker, which a second thread ends a little later. */
+  pthread_create(&opener, NULL, cancel_soon, NULL);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_none, NULL), 0);
+  pthread_join(opener, NULL);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, ECANCELED);
+  CHECK(unboosted(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a task that ends its thread while boosted: the successor is boosted only while
+ * a waiter still waits, and back at its band after ---- */
+
+static void end_thread(void *ctx) {
+  (void)ctx;
+  pthread_exit(NULL);
+}
+
+static void test_escalate_thread_replaced(void) {
+  current_test = "escalate_thread_replaced";
+  lanepool_t *pool = escalation_pool("esc5");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t first = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
+  atomic_store(&order_len, 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t th;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  CHECK(wait_for_sched(first, boosted_nice(0), SCHED_OTHER));
+  atomic_store(&gate, 1);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, 0);
+  /* The closure ran on the successor, boosted (re-applied when it started). */
+  CHECK(tid_of(bg) != first);
+  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
+  test_escalate_from_lanes();
+  test_escalate_busy_lane();
+  test_boost_begin_end();
+  test_escalate_cancelled();
+  test_escalate_thread_replaced();
 }
 
 /* Runs the suite in a child dropped to uid 65534 with the given RLIMIT_NICE. */
