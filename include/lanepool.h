@@ -278,7 +278,10 @@ typedef enum lanepool_log_level {
 
 /** Receives LanePool's rare log lines (never on the hot path): the priority settings
  *  the kernel refused, once per pool, on the creating thread during lanepool_create;
- *  stalled lanes, on the pool's timer thread, with no library lock held. The timer
+ *  stalled lanes, on the pool's timer thread, with no library lock held; an escalation
+ *  the kernel limited (see lanepool_lane_sync), once per pool, on the thread that
+ *  applied it (a waiter, or a lane of the pool) with that lane's escalation lock held:
+ *  the callback must not wait on that lane. The timer
  *  thread is one of the pool's threads: lanepool_shutdown / lanepool_destroy of the
  *  pool from the callback return EDEADLK. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);

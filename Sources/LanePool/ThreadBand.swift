@@ -64,3 +64,19 @@ extension LanePool {
     return try body()
   }
 }
+
+extension LanePool.Lane {
+  /// Runs `body`, a wait for work of this lane that LanePool does not see (a semaphore,
+  /// a condition, a group), with the lane's thread at band `qos` (nil: the calling
+  /// thread's band, as `sync` uses) until `body` returns, however the wait ends: done,
+  /// timed out, thrown. A band not above the lane's changes nothing. The boost is the
+  /// one `sync` applies (docs/priorities.md, "Escalation").
+  public func withEscalation<R, E: Error>(to qos: LanePool.QoS? = nil, _ body: () throws(E) -> R) throws(E) -> R {
+    var band = qos?.c ?? LANEPOOL_QOS_DEFAULT
+    if qos == nil { _ = lanepool_thread_qos(&band) }
+    var boost = lanepool_boost_t()
+    _ = lanepool_lane_boost_begin(raw, band, &boost)
+    defer { _ = lanepool_lane_boost_end(&boost) }
+    return try body()
+  }
+}

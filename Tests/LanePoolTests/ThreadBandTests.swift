@@ -73,6 +73,29 @@ func syncEscalationCheck(privileged: Bool) -> String? {
     return "inside the sync the lane ran at \(String(describing: seen))"
   }
   guard let after = procSchedFields(tid: tid), after == (10, SCHED_BATCH_) else { return "not restored" }
+  // A wait LanePool does not see, that times out: boosted during it, restored after.
+  let gate = DispatchSemaphore(value: 0)
+  let busy = DispatchSemaphore(value: 0)
+  do {
+    try bg.async {
+      busy.signal()
+      gate.wait()
+    }
+  } catch {
+    return "async threw \(error)"
+  }
+  busy.wait()
+  let during = bg.withEscalation(to: .userInitiated) { () -> (nice: Int, policy: Int)? in
+    _ = gate.wait(timeout: .now() + .milliseconds(5))  // times out: the lane is held up
+    return procSchedFields(tid: tid)
+  }
+  gate.signal()
+  guard let during, during.nice == (privileged ? -3 : 10), during.policy == SCHED_OTHER_ else {
+    return "withEscalation: the lane ran at \(String(describing: during))"
+  }
+  guard let after2 = procSchedFields(tid: tid), after2 == (10, SCHED_BATCH_) else {
+    return "not restored after withEscalation"
+  }
   let limited = logs.withLock { $0 }.filter { $0.contains("escalation") }
   guard limited.count == (privileged ? 0 : 1) else { return "escalation log lines: \(limited)" }
   return nil
