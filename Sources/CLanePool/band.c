@@ -258,8 +258,8 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
  * on any thread of the process). Every change of a count is followed by an update, so
  * the last update to take the lock sees the final counts: a lane is never left at a band
  * nobody waits for. A queued sync is left by the lane itself when its task returns (or
- * is answered ECANCELED), before the waiter is woken: the lane returns to its own band
- * with the awaited work, not when the waiter gets a CPU. A thread that ends and is
+ * is answered ECANCELED), before it answers: the lane returns to its own band with the
+ * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A thread that ends and is
  * replaced, or a lane that exits, leaves nothing boosted: the successor starts at its
  * own band and re-applies what waiters still hold (lanepool__boost_thread_started). */
 
@@ -298,14 +298,14 @@ bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *tic
   return true;
 }
 
-static void boost_drop(lanepool_lane_t *lane, uint32_t band) {
+void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band) {
   atomic_fetch_sub_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
   lanepool__boost_update(lane);
 }
 
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
   uint32_t b = atomic_exchange_explicit(ticket, 0, memory_order_relaxed);
-  if (b) boost_drop(lane, b - 1);
+  if (b) lanepool__boost_drop(lane, b - 1);
 }
 
 static const char *sched_label(int s) {
@@ -435,6 +435,6 @@ int lanepool_lane_boost_end(lanepool_boost_t *boost) {
   uint32_t b = boost->band_plus_one;
   boost->band_plus_one = 0;
   if (b && boost->lane && !lanepool__forked(boost->lane->generation))
-    boost_drop(boost->lane, b - 1);
+    lanepool__boost_drop(boost->lane, b - 1);
   return 0;
 }

@@ -336,6 +336,8 @@ int lanepool__waiter_band(void);
 bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket);
 void lanepool__boost_update(lanepool_lane_t *lane);
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
+/* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
+void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
 /* A lane's (new) thread has applied its own band: re-apply a boost its waiters hold. */
 void lanepool__boost_thread_started(lanepool_lane_t *lane);
 

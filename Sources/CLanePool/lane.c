@@ -1032,8 +1032,9 @@ typedef struct lanepool__sync {
   void *ctx;
   _Atomic uint32_t state; /* 0 pending, 1 ran, 2 discarded */
   /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). Set before
-   * the push; the lane swaps it to 0 when the task ends (or is answered ECANCELED),
-   * before it answers, so the lane returns to its own band with the awaited work. */
+   * the push; the lane swaps it to 0 when the task ends (or is answered ECANCELED) and
+   * drops the boost before it answers: when lanepool_lane_sync returns, the lane is back
+   * at its own band (or the next waiter's). */
   _Atomic uint32_t boost;
   lanepool_lane_t *lane;
 } lanepool__sync;
