@@ -503,6 +503,78 @@ static void test_escalate_thread_replaced(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+
+/* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
+ * time out; afterwards nothing is counted and the lane is at its own band ---- */
+
+enum { STORM_THREADS = 6, STORM_ROUNDS = 300 };
+
+typedef struct {
+  lanepool_lane_t *bg;
+  unsigned seed;
+  int bad;
+} storm_t;
+
+static void storm_noop(void *ctx) { (void)ctx; }
+
+static void *storm_thread(void *arg) {
+  storm_t *st = arg;
+  lanepool_band_token_t t;
+  for (int r = 0; r < STORM_ROUNDS; r++) {
+    unsigned x = rand_r(&st->seed);
+    lanepool_qos_t q = (lanepool_qos_t[]){LANEPOOL_QOS_USER_INTERACTIVE,
+                                          LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
+                                          LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND}[x % 5];
+    switch ((x / 5) % 3) {
+    case 0: /* a sync, as a thread of band q */
+      if (lanepool_thread_enter_band(q, 0, &t) != 0) st->bad++;
+      if (lanepool_lane_sync_flags(st->bg, storm_noop, NULL, (x & 64) ? LANEPOOL_SYNC_QUEUED : 0))
+        st->bad++;
+      if (lanepool_thread_restore(&t) != 0) st->bad++;
+      break;
+    case 1: { /* a boost held over a wait that times out */
+      lanepool_boost_t b;
+      if (lanepool_lane_boost_begin(st->bg, q, &b) != 0) st->bad++;
+      struct timespec ts = {0, (long)(x % 200) * 1000};
+      nanosleep(&ts, NULL);
+      if (lanepool_lane_boost_end(&b) != 0) st->bad++;
+      break;
+    }
+    default: /* plain work on the lane */
+      if (lanepool_lane_async(st->bg, storm_noop, NULL) != 0) st->bad++;
+      break;
+    }
+  }
+  return NULL;
+}
+
+static void test_escalation_storm(void) {
+  current_test = "escalation_storm";
+  lanepool_t *pool = escalation_pool("esc6");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pthread_t th[STORM_THREADS];
+  storm_t st[STORM_THREADS];
+  for (int i = 0; i < STORM_THREADS; i++) {
+    st[i] = (storm_t){bg, 1234u + (unsigned)i, 0};
+    pthread_create(&th[i], NULL, storm_thread, &st[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < STORM_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    bad += st[i].bad;
+  }
+  CHECK(bad == 0);
+  /* Every sync returned and every boost ended: the lane is back, nothing counted. */
+  CHECK(bg_at_own_band(bg));
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen,
+                                    LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
+           0);
+  CHECK(seen.nice == 10 && seen.policy == SCHED_BATCH);
+  atomic_store(&log_lines, 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
@@ -511,6 +583,7 @@ static void run_suite(void) {
   test_boost_begin_end();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
+  test_escalation_storm();
 }
 
 /* Runs the suite in a child dropped to uid 65534 with the given RLIMIT_NICE. */
