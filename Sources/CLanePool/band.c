@@ -259,9 +259,10 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
  * the last update to take the lock sees the final counts: a lane is never left at a band
  * nobody waits for. A queued sync is left by the lane itself when its task returns (or
  * is answered ECANCELED), before it answers: the lane returns to its own band with the
- * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A thread that ends and is
- * replaced, or a lane that exits, leaves nothing boosted: the successor starts at its
- * own band and re-applies what waiters still hold (lanepool__boost_thread_started). */
+ * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A
+ * thread that ends and is replaced, or a lane that exits, leaves nothing boosted: the
+ * successor starts at its own band and re-applies what waiters still hold
+ * (lanepool__boost_thread_started). */
 
 /* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
 static _Atomic int escalation;
