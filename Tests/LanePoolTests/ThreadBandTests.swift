@@ -96,6 +96,41 @@ func syncEscalationCheck(privileged: Bool) -> String? {
     return "withEscalation: the lane ran at \(String(describing: during))"
   }
   guard restored() else { return "not restored after withEscalation" }
+  // A group wait: the lane with a member is boosted while the wait blocks, restored
+  // when it ends; a wait that times out too.
+  let group = LanePool.LaneGroup()
+  let hold = DispatchSemaphore(value: 0)
+  let started = DispatchSemaphore(value: 0)
+  do {
+    try bg.async(group: group) {
+      started.signal()
+      hold.wait()
+    }
+  } catch {
+    return "async(group:) threw \(error)"
+  }
+  started.wait()
+  let timedOut = LanePool.withBand(.userInitiated) { group.wait(timeout: .milliseconds(5)) }
+  guard !timedOut else { return "the group emptied while its member was held" }
+  guard restored() else { return "not restored after a group wait that timed out" }
+  let waited = DispatchSemaphore(value: 0)
+  let waiter = Thread {
+    LanePool.withBand(.userInteractive) { group.wait() }
+    waited.signal()
+  }
+  waiter.start()
+  var boostedSeen = false
+  for _ in 0..<10_000 {
+    if let now = procSchedFields(tid: tid), now == ((privileged ? -5 : 10), SCHED_OTHER_) {
+      boostedSeen = true
+      break
+    }
+    usleep(1000)
+  }
+  hold.signal()
+  waited.wait()
+  guard boostedSeen else { return "a group wait did not boost the member's lane" }
+  guard restored() else { return "not restored after a group wait" }
   let limited = logs.withLock { $0 }.filter { $0.contains("escalation") }
   guard limited.count == (privileged ? 0 : 1) else { return "escalation log lines: \(limited)" }
   return nil
