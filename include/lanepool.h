@@ -25,18 +25,19 @@
  *  - All functions are thread-safe unless stated otherwise. Pointers to a pool or
  *    lane must not be used after lanepool_destroy() of that pool has started.
  *  - Structs the caller allocates and passes in by pointer (lanepool_config_t,
- *    lanepool_info_t, lanepool_lane_info_t, lanepool_band_policy_t) start with
- *    `uint32_t struct_size`: sizeof the struct as the caller's header defines it, so a
- *    later library can tell an older caller's smaller struct from its own and add
- *    fields without breaking it. It is set for you: by lanepool_config_init() for a
- *    config, and by the inline wrappers lanepool_info(), lanepool_lane_info() and
- *    lanepool_default_policy() for the structs they fill (each calls its exported
- *    *_sized function). A size the library does not accept is EINVAL, before anything
- *    else is read or written. This library accepts exactly its own sizes; the rule for
- *    later ones is in docs/c-library.md. Element types of arrays and structs only ever
- *    embedded (lanepool_topology_t, lanepool_topology_node_t, lanepool_lane_placement_t,
- *    lanepool_applied_t) have no size field: they are frozen, and a release that needs
- *    more adds a new type.
+ *    lanepool_info_t, lanepool_lane_info_t, lanepool_band_policy_t,
+ *    lanepool_band_token_t) start with `uint32_t struct_size`: sizeof the struct as the
+ *    caller's header defines it, so a later library can tell an older caller's smaller
+ *    struct from its own and add fields without breaking it. It is set for you: by
+ *    lanepool_config_init() for a config, and by the inline wrappers lanepool_info(),
+ *    lanepool_lane_info(), lanepool_default_policy() and lanepool_thread_enter_band()
+ *    for the structs they fill (each calls its exported *_sized function). A size the
+ *    library does not accept is EINVAL, before anything else is read or written. This
+ *    library accepts exactly its own sizes; the rule for later ones is in
+ *    docs/c-library.md. Element types of arrays and structs only ever embedded
+ *    (lanepool_topology_t, lanepool_topology_node_t, lanepool_lane_placement_t,
+ *    lanepool_applied_t), and lanepool_boost_t, have no size field: they are frozen, and
+ *    a release that needs more adds a new type.
  */
 #ifndef LANEPOOL_H
 #define LANEPOOL_H
@@ -280,8 +281,7 @@ typedef enum lanepool_log_level {
  *  the kernel refused, once per pool, on the creating thread during lanepool_create;
  *  stalled lanes, on the pool's timer thread, with no library lock held; an escalation
  *  the kernel limited (see lanepool_lane_sync), once per pool, on the thread that
- *  applied it (a waiter, or a lane of the pool) with that lane's escalation lock held:
- *  the callback must not wait on that lane. The timer
+ *  applied it (a waiter, or a lane of the pool), with no library lock held. The timer
  *  thread is one of the pool's threads: lanepool_shutdown / lanepool_destroy of the
  *  pool from the callback return EDEADLK. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);

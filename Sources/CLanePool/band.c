@@ -341,7 +341,8 @@ static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice
  * or, for the lane's own band, what the lane got when it started (its fallbacks
  * included). Without the privilege to lower nice that far: the band's policy and as low
  * a nice as permitted (never below the band's), logged once per pool. */
-static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band) {
+static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
+                        size_t log_len) {
   lanepool_t *pool = lane->pool;
   int saved_errno = errno;
   if (band == lane->band) {
@@ -372,14 +373,12 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band) {
     if (pool->log &&
         atomic_compare_exchange_strong_explicit(&first->boost_logged, &none, 1,
                                                 memory_order_relaxed, memory_order_relaxed)) {
-      char msg[320];
-      snprintf(msg, sizeof msg,
+      snprintf(log_line, log_len,
                "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
                "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "
                "Escalation)",
                pool->name, p->nice, lane->name, strerror(err), get_nice(tid),
                sched_label(sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK));
-      pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
     }
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
@@ -399,14 +398,18 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
 }
 
 void lanepool__boost_update(lanepool_lane_t *lane) {
+  char log_line[320] = "";
   pthread_mutex_lock(&lane->boost_lock);
   uint32_t want = wanted_band(lane);
   if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
     pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    if (tid) boost_apply(lane, tid, want); /* a thread that has exited: ESRCH, nothing */
+    /* A thread that has exited: ESRCH, nothing. */
+    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
     atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
   }
   pthread_mutex_unlock(&lane->boost_lock);
+  /* The log line, if any, with no lock held: the callback may use the pool. */
+  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
 }
 
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {

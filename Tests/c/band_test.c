@@ -575,6 +575,46 @@ static void test_escalation_storm(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+
+/* ---- the log callback runs with no lock held: it may boost the very lane it is told
+ * about (before, it ran under that lane's escalation lock: a self-deadlock) ---- */
+
+static lanepool_lane_t *log_reentry_lane;
+static _Atomic int log_reentries;
+
+static void reentrant_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  if (!strstr(msg, "escalation") || !log_reentry_lane) return;
+  lanepool_boost_t b;
+  if (lanepool_lane_boost_begin(log_reentry_lane, LANEPOOL_QOS_USER_INTERACTIVE, &b) == 0)
+    lanepool_lane_boost_end(&b);
+  atomic_fetch_add(&log_reentries, 1);
+}
+
+static void test_log_callback_reenters(void) {
+  current_test = "log_callback_reenters";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc7";
+  cfg.lanes_per_band = 1;
+  cfg.log = reentrant_log;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  log_reentry_lane = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  atomic_store(&log_reentries, 0);
+  alarm(60); /* a deadlock ends the process (SIGALRM): a failure, not a hang */
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(log_reentry_lane, LANEPOOL_QOS_USER_INITIATED, &b), 0);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  alarm(0);
+  /* Only a limited boost logs: without privilege. */
+  CHECK(atomic_load(&log_reentries) == (mode == MODE_ROOT ? 0 : 1));
+  CHECK(bg_at_own_band(log_reentry_lane));
+  log_reentry_lane = NULL;
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
@@ -584,6 +624,7 @@ static void run_suite(void) {
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_escalation_storm();
+  test_log_callback_reenters();
 }
 
 /* Runs the suite in a child dropped to uid 65534 with the given RLIMIT_NICE. */
