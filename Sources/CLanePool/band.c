@@ -300,6 +300,9 @@ bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *tic
 }
 
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band) {
+  /* A fork child (a task forked and its closure returned in the child): the lane's
+   * thread id is the parent's thread; never touch it, nor a lock a parent thread held. */
+  if (lanepool__forked(lane->generation)) return;
   atomic_fetch_sub_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
   lanepool__boost_update(lane);
 }
@@ -398,6 +401,7 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
 }
 
 void lanepool__boost_update(lanepool_lane_t *lane) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   char log_line[320] = "";
   pthread_mutex_lock(&lane->boost_lock);
   uint32_t want = wanted_band(lane);

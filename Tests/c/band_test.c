@@ -615,6 +615,35 @@ static void test_log_callback_reenters(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+
+/* ---- a fork inside a boosted closure: the child (a copy of the lane thread, which
+ * exits when the closure returns) never touches the parent's lane: the parent's lane
+ * thread is still boosted after the child has gone ---- */
+
+static void fork_inside(void *ctx) {
+  seen_t *seen = ctx;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) return; /* the child: back to the lane loop, which _exits */
+  int status = 0;
+  waitpid(pid, &status, 0);
+  see_own(seen);
+}
+
+static void test_fork_in_boosted_closure(void) {
+  current_test = "fork_in_boosted_closure";
+  lanepool_t *pool = escalation_pool("esc8");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, fork_inside, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(seen.nice == boosted_nice(0) && seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
@@ -625,6 +654,7 @@ static void run_suite(void) {
   test_escalate_thread_replaced();
   test_escalation_storm();
   test_log_callback_reenters();
+  test_fork_in_boosted_closure();
 }
 
 /* Runs the suite in a child dropped to uid 65534 with the given RLIMIT_NICE. */
