@@ -27,18 +27,19 @@
  *  - All functions are thread-safe unless stated otherwise. Pointers to a pool or
  *    lane must not be used after lanepool_destroy() of that pool has started.
  *  - Structs the caller allocates and passes in by pointer (lanepool_config_t,
- *    lanepool_info_t, lanepool_lane_info_t, lanepool_band_policy_t) start with
- *    `uint32_t struct_size`: sizeof the struct as the caller's header defines it, so a
- *    later library can tell an older caller's smaller struct from its own and add
- *    fields without breaking it. It is set for you: by lanepool_config_init() for a
- *    config, and by the inline wrappers lanepool_info(), lanepool_lane_info() and
- *    lanepool_default_policy() for the structs they fill (each calls its exported
- *    *_sized function). A size the library does not accept is EINVAL, before anything
- *    else is read or written. This library accepts exactly its own sizes; the rule for
- *    later ones is in docs/c-library.md. Element types of arrays and structs only ever
- *    embedded (lanepool_topology_t, lanepool_topology_node_t, lanepool_lane_placement_t,
- *    lanepool_applied_t) have no size field: they are frozen, and a release that needs
- *    more adds a new type.
+ *    lanepool_info_t, lanepool_lane_info_t, lanepool_band_policy_t,
+ *    lanepool_band_token_t) start with `uint32_t struct_size`: sizeof the struct as the
+ *    caller's header defines it, so a later library can tell an older caller's smaller
+ *    struct from its own and add fields without breaking it. It is set for you: by
+ *    lanepool_config_init() for a config, and by the inline wrappers lanepool_info(),
+ *    lanepool_lane_info(), lanepool_default_policy() and lanepool_thread_enter_band()
+ *    for the structs they fill (each calls its exported *_sized function). A size the
+ *    library does not accept is EINVAL, before anything else is read or written. This
+ *    library accepts exactly its own sizes; the rule for later ones is in
+ *    docs/c-library.md. Element types of arrays and structs only ever embedded
+ *    (lanepool_topology_t, lanepool_topology_node_t, lanepool_lane_placement_t,
+ *    lanepool_applied_t), and lanepool_boost_t, have no size field: they are frozen, and
+ *    a release that needs more adds a new type.
  */
 #ifndef LANEPOOL_H
 #define LANEPOOL_H
@@ -280,7 +281,9 @@ typedef enum lanepool_log_level {
 
 /** Receives LanePool's rare log lines (never on the hot path): the priority settings
  *  the kernel refused, once per pool, on the creating thread during lanepool_create;
- *  stalled lanes, on the pool's timer thread, with no library lock held. The timer
+ *  stalled lanes, on the pool's timer thread, with no library lock held; an escalation
+ *  the kernel limited (see lanepool_lane_sync), once per pool, on the thread that
+ *  applied it (a waiter, or a lane of the pool), with no library lock held. The timer
  *  thread is one of the pool's threads: lanepool_shutdown / lanepool_destroy of the
  *  pool from the callback return EDEADLK. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);
@@ -652,6 +655,19 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * compiles CLanePool without it; there the lane stays lent and every later task on it
  * waits forever, so catch inside fn. Run on the lane's thread (not idle, or
  * LANEPOOL_SYNC_QUEUED), the same exception ends the process. Never longjmp out of fn.
+ *
+ * Escalation: when the caller's band (lanepool_thread_qos) is above the lane's and fn is
+ * queued (the lane is busy, or LANEPOOL_SYNC_QUEUED), the lane's thread runs at the
+ * caller's band (its pool's policy for that band: scheduling policy, nice, I/O priority
+ * and slice; not timer slack, which only a thread may set on itself) from the moment fn
+ * is queued until fn returns: the tasks queued before fn run boosted too, in their
+ * order (FIFO never changes). Then the lane returns to the highest band still waiting
+ * on it, or its own. A task on the lane sees the boost only in its thread's priority
+ * (/proc, getpriority). Without CAP_SYS_NICE the kernel lets a thread lower its nice
+ * only as far as RLIMIT_NICE allows: the boost then takes the waiter's policy (leaving
+ * SCHED_BATCH is always allowed) and I/O priority and as much nice as permitted; the
+ * pool logs one line the first time. Disabled per call by LANEPOOL_SYNC_NO_ESCALATION,
+ * for the process by the environment variable LANEPOOL_ESCALATION=0.
  */
 LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);
 
@@ -659,8 +675,12 @@ LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void 
  *  (its OS priority, placement, thread name), never inline. */
 #define LANEPOOL_SYNC_QUEUED 1u
 
-/** As lanepool_lane_sync, with flags (0 or LANEPOOL_SYNC_QUEUED). EINVAL for an
- *  unknown flag. */
+/** lanepool_lane_sync_flags: do not escalate (see lanepool_lane_sync): the lane keeps
+ *  its own band while this caller waits. */
+#define LANEPOOL_SYNC_NO_ESCALATION 2u
+
+/** As lanepool_lane_sync, with flags (LANEPOOL_SYNC_QUEUED, LANEPOOL_SYNC_NO_ESCALATION).
+ *  EINVAL for an unknown flag. */
 LANEPOOL_API int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
                                           unsigned flags);
 
@@ -786,6 +806,101 @@ LANEPOOL_API int lanepool_lane_position(const lanepool_lane_t *lane, lanepool_qo
  *  (acquire/release). 0 or EINVAL. */
 LANEPOOL_API int lanepool_lane_set_userdata(lanepool_lane_t *lane, void *userdata);
 LANEPOOL_API int lanepool_lane_userdata(const lanepool_lane_t *lane, void **out);
+
+/* ---- bands for threads LanePool does not own ----------------------------------- */
+
+/** What lanepool_thread_enter_band() changed on the calling thread, and what
+ *  lanepool_thread_restore() puts back. Filled by the library: read the five
+ *  lanepool_applied_t records (requested, got read back from the kernel, errno of a
+ *  refusal, as in lanepool_lane_info_t; a setting left alone has requested == -1);
+ *  the saved_* fields are the library's and must not be changed. */
+typedef struct lanepool_band_token {
+  uint32_t struct_size; /* sizeof of the caller's header; see lanepool_thread_enter_band() */
+  pid_t tid;            /* the thread that entered; only it may restore */
+  lanepool_qos_t qos;   /* the band entered */
+  lanepool_applied_t sched, nice, ioprio, timer_slack, slice;
+  int32_t saved_sched, saved_rt_priority, saved_nice, saved_ioprio, saved_band;
+  uint32_t saved_flags;
+  uint64_t saved_timer_slack, saved_slice;
+} lanepool_band_token_t;
+
+/** lanepool_thread_enter_band flag: return EPERM, changing nothing, when the kernel
+ *  refuses (or the undo rule withholds) any setting of the band. Without it, what can be
+ *  applied is applied and the rest is recorded in the token. */
+#define LANEPOOL_BAND_STRICT 1u
+
+/**
+ * Gives the calling thread, which LanePool does not own (an event loop, a thread of
+ * your own), the OS treatment of a band, from LanePool's default table
+ * (lanepool_default_policy): scheduling policy, nice, I/O priority, timer slack, EEVDF
+ * slice, applied in that order and read back, as a lane applies them. Placement is not
+ * changed. *out receives the token that lanepool_thread_restore() takes to put every
+ * one of these back; tokens nest (restore them in reverse order).
+ *
+ * The undo rule: a setting is applied only if the thread may put it back afterwards.
+ * Without CAP_SYS_NICE a thread may raise its nice but lower it only as far as
+ * RLIMIT_NICE allows (20 - rlimit), so entering a band of higher nice than the thread's
+ * is withheld unless the thread may come back (nice.error EPERM, nice.got unchanged);
+ * SCHED_IDLE likewise (a thread may leave it only under the same rule; falls back to
+ * SCHED_BATCH). Lowering nice, when refused, goes as low as permitted (as lanes do).
+ * While entered, the thread counts as of that band for escalation (a
+ * lanepool_lane_sync from it onto a lower band's lane boosts that lane to this band).
+ *
+ * Returns 0 (some settings may still be recorded as refused, see
+ * LANEPOOL_BAND_STRICT); EINVAL (unknown qos or flag, NULL out, a struct_size not
+ * accepted); EBUSY (the caller is a lane's own thread: lanes have their band); EPERM
+ * (LANEPOOL_BAND_STRICT and a setting refused or withheld: the thread is as it was).
+ */
+LANEPOOL_API int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
+                                                  lanepool_band_token_t *out);
+
+/** lanepool_thread_enter_band_sized() with out->struct_size set to this header's size. */
+static inline int lanepool_thread_enter_band(lanepool_qos_t qos, unsigned flags,
+                                             lanepool_band_token_t *out) {
+  if (out) out->struct_size = (uint32_t)sizeof(lanepool_band_token_t);
+  return lanepool_thread_enter_band_sized(qos, flags, out);
+}
+
+/**
+ * Puts back what lanepool_thread_enter_band() changed on this thread: policy (and
+ * real-time priority), nice, I/O priority, timer slack, slice; and the band the thread
+ * counts as for escalation. Settings the band left alone are not touched. Call it on
+ * the thread that entered. Restoring a token twice is harmless.
+ * Returns 0; EINVAL (NULL token, a struct_size not accepted, another thread's token);
+ * or the errno of the first setting the kernel refused to put back (the others are put
+ * back all the same; the undo rule makes this rare: another thread changed this one's
+ * priority meanwhile, or its privileges were dropped).
+ */
+LANEPOOL_API int lanepool_thread_restore(const lanepool_band_token_t *token);
+
+/** The band the calling thread counts as when it waits on a lane (escalation): a lane's
+ *  thread (or a caller running a closure inline on a lane), that lane's band, or the
+ *  band a waiter boosted it to if higher; a thread inside lanepool_thread_enter_band(),
+ *  that band; any other thread, LANEPOOL_QOS_DEFAULT. 0 or EINVAL (NULL out). */
+LANEPOOL_API int lanepool_thread_qos(lanepool_qos_t *out);
+
+/** A boost a waiter holds on a lane (lanepool_lane_boost_begin). Frozen; the library's. */
+typedef struct lanepool_boost {
+  lanepool_lane_t *lane;
+  uint32_t band_plus_one; /* 0: holds nothing */
+} lanepool_boost_t;
+
+/**
+ * For waits LanePool does not see (a semaphore, a condition, a group, a future that a
+ * task on `lane` completes): runs the lane at band `qos` until
+ * lanepool_lane_boost_end(), as lanepool_lane_sync does for its own waits. Call it
+ * before waiting and end it when the wait ends, however it ends (done, timed out,
+ * cancelled); a boost held by several waiters lasts until the highest one left ends.
+ * A qos not above the lane's band (or escalation disabled) holds nothing and returns 0.
+ * Returns 0; EINVAL (NULL lane or out, unknown qos); EOWNERDEAD (a pre-fork lane). End
+ * it before the pool is destroyed.
+ */
+LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos,
+                                           lanepool_boost_t *out);
+
+/** Ends a boost from lanepool_lane_boost_begin(); ending it twice is harmless. Not
+ *  thread-safe for one boost: begin and end it on the waiter's side. 0 or EINVAL (NULL). */
+LANEPOOL_API int lanepool_lane_boost_end(lanepool_boost_t *boost);
 
 #ifdef __cplusplus
 }

@@ -167,6 +167,19 @@ struct lanepool_lane {
   alignas(LANEPOOL__CACHE_LINE) uint32_t batch_next, batch_end;
   _Atomic uint64_t batch_left; /* [cons, atomic: relaxed] what depth counts of them */
   lanepool__task batch[LANEPOOL__SPILL_BATCH];
+
+  /* ---- escalation (band.c): the lane runs at the band of the highest waiter ---- */
+  /* Serialises applying a band to the lane's thread: held around the syscalls, by
+   * waiters (not on any fast path) and by the lane when its awaited task ends. */
+  alignas(LANEPOOL__CACHE_LINE) pthread_mutex_t boost_lock;
+  /* Callers waiting on this lane while boosting it, per band of theirs. [atomic: relaxed
+   * changes, each followed by lanepool__boost_update, which reads them under boost_lock] */
+  _Atomic uint32_t boost_waiting[LANEPOOL_BAND_COUNT];
+  /* The band the lane's thread runs at now: its own, or a waiter's (lower index).
+   * [boost_lock for writes; atomic: relaxed reads] */
+  _Atomic uint32_t boost_band;
+  /* Lane 0 of a pool only: 1 once a refused escalation was logged. [atomic: CAS] */
+  _Atomic uint32_t boost_logged;
 };
 
 /* The pool's life (docs/architecture.md draws it):
@@ -271,6 +284,8 @@ struct lanepool {
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
 extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */
 extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs here */
+/* band.c: the band this thread counts as for escalation, as index + 1 (0: none known) */
+extern __thread int lanepool__thread_band;
 
 /* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */
 static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
@@ -316,6 +331,19 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
 
 /* pool.c */
 void lanepool__pool_free(lanepool_t *pool);
+
+/* band.c: escalation. A waiter of band `band` (lanepool__waiter_band) above the lane's
+ * counts itself with lanepool__boost_join before its work is queued, calls
+ * lanepool__boost_update once it is, and leaves with lanepool__boost_leave (exactly once
+ * per join: whoever swaps `*ticket`, band + 1, to 0). */
+int lanepool__waiter_band(void);
+bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket);
+void lanepool__boost_update(lanepool_lane_t *lane);
+void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
+/* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
+void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
+/* A lane's (new) thread has applied its own band: re-apply a boost its waiters hold. */
+void lanepool__boost_thread_started(lanepool_lane_t *lane);
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);

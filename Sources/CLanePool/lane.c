@@ -104,6 +104,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   }
   if ((*rc = pthread_mutex_init(&lane->spill_lock, NULL))) goto fail_slots;
   if ((*rc = pthread_mutex_init(&lane->thread_lock, NULL))) goto fail_spill;
+  if ((*rc = pthread_mutex_init(&lane->boost_lock, NULL))) goto fail_thread;
   lanepool__ring_init(&lane->ring, slots, cap);
   lane->lane_bytes = lane_bytes;
   lane->slots_bytes = bytes;
@@ -140,6 +141,9 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->batch_left, 0);
   atomic_init(&lane->stolen, 0);
   atomic_init(&lane->userdata, NULL);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&lane->boost_waiting[b], 0);
+  atomic_init(&lane->boost_band, band);
+  atomic_init(&lane->boost_logged, 0);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
   char suffix[16];
@@ -148,6 +152,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   *rc = 0;
   return lane;
 
+fail_thread:
+  pthread_mutex_destroy(&lane->thread_lock);
 fail_spill:
   pthread_mutex_destroy(&lane->spill_lock);
 fail_slots:
@@ -161,6 +167,7 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
   if (!lane) return;
   pthread_mutex_destroy(&lane->spill_lock);
   pthread_mutex_destroy(&lane->thread_lock);
+  pthread_mutex_destroy(&lane->boost_lock);
   free(lane->spill);
   lanepool__free_on_node(lane->ring.slots, lane->slots_bytes, lane->slots_numa_owned);
   lanepool__free_on_node(lane, lane->lane_bytes, lane->lane_numa_owned);
@@ -878,6 +885,7 @@ static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
   lanepool__apply_policy(applied, tid, &lane->policy);
   atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
   atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
+  lanepool__boost_thread_started(lane); /* waiters may hold a boost for this lane */
 }
 
 static void lane_run(lanepool_lane_t *lane) {
@@ -1079,6 +1087,12 @@ typedef struct lanepool__sync {
   void *ctx;
   _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
   const lanepool__held *chain; /* the caller's chain (in its frame while it waits) */
+  /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). Set before
+   * the push; the lane swaps it to 0 when the task ends (or is answered ECANCELED) and
+   * drops the boost before it answers: when lanepool_lane_sync returns, the lane is back
+   * at its own band (or the next waiter's). */
+  _Atomic uint32_t boost;
+  lanepool_lane_t *lane;
 } lanepool__sync;
 
 static void sync_trampoline(void *arg) {
@@ -1087,6 +1101,8 @@ static void sync_trampoline(void *arg) {
   held_above = s->chain; /* the closure holds this lane and its caller's chain */
   s->fn(s->ctx);
   held_above = saved;
+  if (atomic_load_explicit(&s->boost, memory_order_relaxed))
+    lanepool__boost_leave(s->lane, &s->boost);
   atomic_store_explicit(&s->state, 1, memory_order_release);
   /* The waiter may return (and its frame be reused) as soon as it sees state 1; a
    * stray wake on that address is harmless because every futex waiter loops. */
@@ -1096,6 +1112,8 @@ static void sync_trampoline(void *arg) {
 /* Called by shutdown(CANCEL) for each discarded sync task: wakes its waiter. */
 static void sync_discard(void *arg) {
   lanepool__sync *s = arg;
+  if (atomic_load_explicit(&s->boost, memory_order_relaxed))
+    lanepool__boost_leave(s->lane, &s->boost);
   atomic_store_explicit(&s->state, 2, memory_order_release);
   lanepool__futex_wake(&s->state, 1);
 }
@@ -1200,7 +1218,8 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 }
 
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
-  if (!lane || !fn || (flags & ~LANEPOOL_SYNC_QUEUED)) return EINVAL;
+  if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
+    return EINVAL;
   /* This lane, or one the chain of syncs that led here holds: it would wait for itself. */
   if (chain_holds(lane)) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
@@ -1213,13 +1232,24 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
     return 0;
   }
   lanepool__held mine = {lanepool__current, held_above};
-  lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__current ? &mine : held_above};
+  lanepool__sync s = {
+      .fn = fn, .ctx = ctx, .chain = lanepool__current ? &mine : held_above, .lane = lane};
   atomic_init(&s.state, 0);
+  atomic_init(&s.boost, 0);
+  /* Escalation: a waiter of a higher band boosts the lane before its task is queued
+   * (so the lane cannot run it unboosted) until the task has run (band.c). */
+  bool boosting = !(flags & LANEPOOL_SYNC_NO_ESCALATION) &&
+                  lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost);
+  if (boosting) lanepool__boost_update(lane);
   int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, false);
-  if (rc) return rc;
+  if (rc) {
+    if (boosting) lanepool__boost_leave(lane, &s.boost);
+    return rc;
+  }
   uint32_t st;
   while ((st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
     lanepool__futex_wait(&s.state, 0);
+  if (boosting) lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
   return st == 1 ? 0 : ECANCELED;
 }
 

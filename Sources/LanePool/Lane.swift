@@ -86,6 +86,12 @@ extension LanePool {
     /// `onLaneThread: true` to always run on the lane's own thread (a hand-off, and a
     /// wake if the lane is parked). No allocation either way.
     ///
+    /// Escalation: when `work` is queued (the lane is busy, or `onLaneThread: true`) and
+    /// the caller's band is above the lane's (a task on a lane of a higher band, or a
+    /// thread inside ``LanePool/withBand(_:_:)``; any other thread counts as `.default`),
+    /// the lane's thread runs at the caller's band until `work` returns, the tasks queued
+    /// before it included, in their order (docs/priorities.md, "Escalation").
+    ///
     /// Calling it from a task running on this same lane would wait forever: that stops
     /// the program with a message instead (use `async`, or a different lane).
     /// - Throws: what `work` throws; or ``LanePoolError/shutDown``, ``LanePoolError/full``,

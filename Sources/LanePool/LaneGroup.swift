@@ -1,14 +1,23 @@
+internal import CLanePool
+
 extension LanePool {
   /// Tracks a set of tasks, like `DispatchGroup`: `enter`/`leave` (or
   /// `Lane.async(group:)`), `notify` on a lane when the count reaches zero, `wait`.
   ///
   /// Each `notify` fires exactly once, after every member that entered before the count
   /// last reached zero has left. Thread-safe.
+  ///
+  /// `wait` escalates: while it blocks, each lane with a member queued or running by
+  /// ``Lane/async(group:_:)`` runs at the waiting thread's band if that is higher (as
+  /// ``Lane/sync(onLaneThread:_:)`` does; docs/priorities.md, "Escalation"), until the
+  /// wait ends, emptied or timed out. Members that entered with `enter()` have no lane.
   public final class LaneGroup: @unchecked Sendable {
     // @unchecked: all state is guarded by `condition`.
     private let condition = PthreadCondition()
     private var count = 0
     private var waiters: [(Lane, @Sendable () -> Void)] = []
+    /// Members of ``Lane/async(group:_:)`` not yet left, per lane: what `wait` boosts.
+    private var lanes: [ObjectIdentifier: (lane: Lane, members: Int)] = [:]
 
     /// An empty group: ``wait()`` returns at once until someone enters.
     public init() {}
@@ -50,11 +59,58 @@ extension LanePool {
       condition.unlock()
     }
 
+    /// A member submitted to `lane` (``Lane/async(group:_:)``).
+    func enter(on lane: Lane) {
+      condition.lock()
+      count += 1
+      lanes[ObjectIdentifier(lane), default: (lane, 0)].members += 1
+      condition.unlock()
+    }
+
+    /// That member leaves.
+    func leave(from lane: Lane) {
+      condition.lock()
+      let id = ObjectIdentifier(lane)
+      if let entry = lanes[id] {
+        lanes[id] = entry.members > 1 ? (entry.lane, entry.members - 1) : nil
+      }
+      condition.unlock()
+      leave()
+    }
+
+    /// Boosts the lanes that have members now to the calling thread's band (outside the
+    /// lock: system calls), the boosts to end when the wait is over. Takes the lock
+    /// unlocked and returns with it held. Each boost keeps its Lane (and so the C pool)
+    /// alive until it ends.
+    private func lockAndEscalate() -> [(Lane, lanepool_boost_t)] {
+      condition.lock()
+      if count == 0 || lanes.isEmpty { return [] }
+      let members = lanes.values.map(\.lane)
+      condition.unlock()
+      var band = LANEPOOL_QOS_DEFAULT
+      _ = lanepool_thread_qos(&band)
+      let boosts = members.map { lane in
+        var boost = lanepool_boost_t()
+        _ = lanepool_lane_boost_begin(lane.raw, band, &boost)
+        return (lane, boost)
+      }
+      condition.lock()
+      return boosts
+    }
+
+    private func endBoosts(_ boosts: [(Lane, lanepool_boost_t)]) {
+      for (lane, var b) in boosts {
+        _ = lanepool_lane_boost_end(&b)
+        withExtendedLifetime(lane) {}
+      }
+    }
+
     /// Blocks until the group is empty.
     public func wait() {
-      condition.lock()
+      let boosts = lockAndEscalate()
       while count > 0 { condition.wait() }
       condition.unlock()
+      endBoosts(boosts)
     }
 
     /// Blocks until the group is empty or `timeout` passes; true if it emptied. A huge
@@ -62,12 +118,17 @@ extension LanePool {
     public func wait(timeout: Duration) -> Bool {
       // A CLOCK_MONOTONIC deadline, saturating at about 292 years of uptime.
       let deadline = farFuture(afterNanoseconds: timeout.nanosecondsClamped)
-      condition.lock()
-      defer { condition.unlock() }
+      let boosts = lockAndEscalate()
+      var emptied = true
       while count > 0 {
-        if !condition.wait(untilMonotonicNanoseconds: deadline) { return count == 0 }
+        if !condition.wait(untilMonotonicNanoseconds: deadline) {
+          emptied = count == 0
+          break
+        }
       }
-      return true
+      condition.unlock()
+      endBoosts(boosts)
+      return emptied
     }
 
     /// A notification always runs: on its lane, or, when the lane's pool has shut down
@@ -89,15 +150,15 @@ extension LanePool.Lane {
   /// once, if the lane refuses it, before this throws; or when a cancelling shutdown
   /// discards it, so that `wait` and `notify` never hang on a stopped pool).
   public func async(group: LaneGroup, _ work: @escaping @Sendable () -> Void) throws(LanePoolError) {
-    group.enter()
+    group.enter(on: self)
     do {
       try async(
         {
           work()
-          group.leave()
-        }, onDiscard: { group.leave() })
+          group.leave(from: self)
+        }, onDiscard: { group.leave(from: self) })
     } catch {
-      group.leave()
+      group.leave(from: self)
       throw error
     }
   }

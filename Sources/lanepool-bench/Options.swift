@@ -6,7 +6,7 @@ import Foundation
 
 /// Every workload, in the order a run measures them.
 let allWorkloads = [
-  "limit", "w1", "w2", "submit", "floor", "w3", "w3b", "w3i", "w4", "w5", "w6", "w7", "w8", "w9", "fanout",
+  "limit", "w1", "w2", "submit", "floor", "w3", "w3b", "w3i", "w4", "inversion", "w5", "w6", "w7", "w8", "w9", "fanout",
 ]
 
 struct BenchCommand: ParsableCommand {
@@ -19,7 +19,8 @@ struct BenchCommand: ParsableCommand {
       (throughput, 1 and 2 producers), floor (a raw condition-variable wake), w3 (wake \
       latency), w3i (W3 at \
       userInteractive with the low-latency setting, and its CPU cost), w4 (priority \
-      isolation), w5 (blocking work), w6 (per-lane FIFO), w7 (idle \
+      isolation), inversion (a userInteractive task waiting on a background lane while the \
+      default band fills every CPU, with escalation off and on), w5 (blocking work), w6 (per-lane FIFO), w7 (idle \
       cost), w8 (sync round trips), w9 (actor ping-pong). Latencies are HdrHistogram \
       percentiles (3 significant digits). Ratios are each subject / the GCD YY pool \
       (W8: / GCD serial queue .sync, W9: / the default executor).

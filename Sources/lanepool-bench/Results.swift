@@ -204,6 +204,7 @@ struct RunResult: Codable {
   var w3b: BlockingProducerResult?
   var w3i: [String: LowLatencyResult]?
   var w4: [String: IsolationResult]?
+  var inversion: InversionResult?
   var w5: [String: BlockingResult]?
   var w6: [String: FifoResult]?
   var w7: [String: IdleResult]?

@@ -355,6 +355,43 @@ for runIndex in 1...options.repeatCount {
     result.w4 = res
   }
 
+  // MARK: Inversion
+
+  if options.runs("inversion") {
+    let samples = max(options.probes / 10, 30)
+    let r = runInversion(samples: samples)
+    print("")
+    print(
+      "Inversion: a userInteractive lane's task queues 1 ms of CPU work on a background lane, then syncs onto it for 1 ms"
+    )
+    print(
+      "more; its wait, queue -> sync returns (ms), \(samples) samples each; loaded: \(lanesPerBand) default-band lanes run 2 ms"
+    )
+    print(
+      "CPU-bound tasks back to back (every CPU; \(String(format: "%.0f", r.defaultTasksPerSecond)) done/s); loaded samples alternate escalation off and on"
+    )
+    let w = [30, 8, 8, 14, 14]
+    header(["case", "p50", "p99", "p50 / idle p50", "p99 / idle p99"], w)
+    for (name, p) in [
+      ("idle", r.idle), ("loaded, escalation off", r.loadedWithout), ("loaded, escalation on", r.loadedWith),
+    ] {
+      print(
+        row(
+          [
+            name, String(format: "%.2f", p.p50 / 1000), String(format: "%.2f", p.p99 / 1000), ratio(p.p50, r.idle.p50),
+            ratio(p.p99, r.idle.p99),
+          ], w))
+      if name != "idle" {
+        ratios.add("inversion", "p50 / idle p50", name, base: "idle", p.p50 / r.idle.p50)
+        ratios.add("inversion", "p99 / idle p99", name, base: "idle", p.p99 / r.idle.p99)
+      }
+    }
+    if ProcessInfo.processInfo.environment["LANEPOOL_ESCALATION"] == "0" {
+      print("(LANEPOOL_ESCALATION=0 is set: escalation is off in both loaded rows)")
+    }
+    result.inversion = r
+  }
+
   // MARK: W5
 
   if options.runs("w5") {

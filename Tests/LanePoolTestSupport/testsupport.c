@@ -49,3 +49,5 @@ size_t lp_test_heap_in_use(void) {
   struct mallinfo2 m = mallinfo2();
   return m.uordblks + m.hblkhd;
 }
+
+int lp_test_gettid(void) { return (int)syscall(SYS_gettid); }

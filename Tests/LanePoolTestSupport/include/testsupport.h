@@ -21,4 +21,6 @@ int lp_test_drop_privileges(unsigned uid, unsigned gid);
 int lp_test_set_own_nice(int nice);
 /** Bytes malloc has handed out and not had back (mallinfo2: uordblks + hblkhd). */
 size_t lp_test_heap_in_use(void);
+/** The calling thread's kernel thread id (gettid). */
+int lp_test_gettid(void);
 #endif

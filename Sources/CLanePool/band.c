@@ -1,0 +1,448 @@
+/*
+ * band.c - a band's OS treatment for threads LanePool does not own
+ * (lanepool_thread_enter_band / lanepool_thread_restore), and escalation: a lane runs
+ * at the band of the highest caller waiting on it (docs/priorities.md, "Escalation").
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define IOPRIO_WHO_PROCESS     1
+#define IOPRIO_CLASS_SHIFT     13
+#define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
+
+/* The band this thread counts as for escalation, as band index + 1 (0: none known). Set
+ * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
+__thread int lanepool__thread_band;
+
+/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
+typedef struct band_sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+} band_sched_attr;
+
+static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
+
+static int get_attr(pid_t tid, band_sched_attr *attr) {
+  memset(attr, 0, sizeof *attr);
+  return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
+}
+
+static int set_attr(pid_t tid, band_sched_attr *attr) {
+  attr->size = sizeof *attr;
+  return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
+}
+
+static int set_sched(pid_t tid, int policy, int rt_priority) {
+  struct sched_param sp = {.sched_priority = rt_priority};
+  return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : errno;
+}
+
+static int get_nice(pid_t tid) {
+  errno = 0;
+  return getpriority(PRIO_PROCESS, (id_t)tid);
+}
+
+static int set_nice(pid_t tid, int nice) {
+  return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
+}
+
+static int set_ioprio(pid_t tid, int value) {
+  return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
+}
+
+/* 1 if the calling thread has CAP_SYS_NICE in its effective set. */
+static bool has_cap_sys_nice(void) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
+}
+
+/* The lowest nice an unprivileged thread may set: 20 - RLIMIT_NICE (the kernel's
+ * is_nice_reduction); 20 when the rlimit is 0 (it may only raise its nice). */
+static int nice_floor(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NICE, &rl) != 0) return 20;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40) return -20;
+  return 20 - (int)rl.rlim_cur;
+}
+
+/* true if this thread may set its nice to `nice` (down from anything above it). */
+static bool may_lower_to(int nice) { return nice >= nice_floor() || has_cap_sys_nice(); }
+
+static void record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
+  a->requested = requested;
+  a->got = got;
+  a->error = error;
+}
+
+int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
+                                     lanepool_band_token_t *out) {
+  int b = lanepool_band_index(qos);
+  if (b < 0 || !out || (flags & ~LANEPOOL_BAND_STRICT) ||
+      !lanepool__size_accepted(out->struct_size, sizeof *out))
+    return EINVAL;
+  pid_t tid = own_tid();
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur && atomic_load_explicit(&cur->tid, memory_order_relaxed) == (int)tid) return EBUSY;
+  int saved_errno = errno;
+  lanepool_band_policy_t p;
+  p.struct_size = sizeof p;
+  (void)lanepool_default_policy_sized(qos, &p);
+
+  lanepool_band_token_t t;
+  memset(&t, 0, sizeof t);
+  t.struct_size = out->struct_size;
+  t.tid = tid;
+  t.qos = qos;
+  /* What restore puts back. */
+  int policy = sched_getscheduler(0);
+  struct sched_param sp = {0};
+  (void)sched_getparam(0, &sp);
+  t.saved_sched = policy & ~SCHED_RESET_ON_FORK;
+  t.saved_rt_priority = sp.sched_priority;
+  t.saved_nice = get_nice(0);
+  t.saved_ioprio = lanepool__get_ioprio(tid);
+  t.saved_timer_slack = (uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  band_sched_attr attr;
+  t.saved_slice = get_attr(0, &attr) == 0 ? attr.sched_runtime : 0;
+  t.saved_band = lanepool__thread_band;
+
+  /* The undo rule (see the header): may this thread lower its nice back to now? */
+  bool may_come_back = may_lower_to(t.saved_nice);
+  int refused = 0;
+
+  /* 1. Policy. SCHED_IDLE is left only under the nice rule: withheld (BATCH instead)
+   *    when the thread could not leave it again. Real-time is not in the default table. */
+  int want_sched = (int)p.sched;
+  int err = 0;
+  if (want_sched == LANEPOOL_SCHED_IDLE && t.saved_sched != SCHED_IDLE && !may_come_back) {
+    err = EPERM;
+    want_sched = LANEPOOL_SCHED_BATCH;
+  }
+  if (want_sched != t.saved_sched || p.rt_priority != t.saved_rt_priority) {
+    int e = set_sched(0, want_sched, p.rt_priority);
+    if (!err) err = e;
+  }
+  record(&t.sched, p.sched, sched_getscheduler(0) & ~SCHED_RESET_ON_FORK, err);
+  refused |= err;
+
+  /* 2. Nice. Raising it is withheld when the thread could not come back; lowering it,
+   *    when refused, goes as low as permitted (never below the request). */
+  err = 0;
+  if (p.nice > t.saved_nice && !may_come_back) {
+    err = EPERM;
+  } else if (p.nice != t.saved_nice) {
+    err = set_nice(0, p.nice);
+    if (err && p.nice < t.saved_nice) {
+      int floor = nice_floor();
+      int target = p.nice > floor ? p.nice : floor;
+      if (target < t.saved_nice) (void)set_nice(0, target);
+    }
+  }
+  record(&t.nice, p.nice, get_nice(0), err);
+  refused |= err;
+
+  /* 3. I/O priority: best-effort levels are open to every thread both ways. */
+  if (p.ioprio_class == LANEPOOL_IOPRIO_NONE) {
+    record(&t.ioprio, -1, t.saved_ioprio, 0);
+  } else {
+    int value = IOPRIO_VALUE((int)p.ioprio_class,
+                             p.ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p.ioprio_level);
+    err = set_ioprio(0, value);
+    record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
+    refused |= err;
+  }
+
+  /* 4. Timer slack. */
+  if (p.timer_slack_ns == 0) {
+    record(&t.timer_slack, -1, (int64_t)t.saved_timer_slack, 0);
+  } else {
+    err = prctl(PR_SET_TIMERSLACK, (unsigned long)p.timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
+    record(&t.timer_slack, (int64_t)p.timer_slack_ns, prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), err);
+    refused |= err;
+  }
+
+  /* 5. Slice, after nice (sched_setattr carries the policy and nice it reads). */
+  if (p.slice_ns == 0) {
+    record(&t.slice, -1, (int64_t)t.saved_slice, 0);
+  } else {
+    err = get_attr(0, &attr);
+    if (!err) {
+      attr.sched_flags = 0;
+      attr.sched_runtime = p.slice_ns;
+      err = set_attr(0, &attr);
+    }
+    record(&t.slice, (int64_t)p.slice_ns,
+           get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
+    refused |= err;
+  }
+  t.saved_flags = flags;
+
+  if (refused && (flags & LANEPOOL_BAND_STRICT)) {
+    (void)lanepool_thread_restore(&t);
+    errno = saved_errno;
+    return EPERM;
+  }
+  lanepool__thread_band = b + 1;
+  memcpy(out, &t, t.struct_size);
+  errno = saved_errno;
+  return 0;
+}
+
+int lanepool_thread_restore(const lanepool_band_token_t *token) {
+  if (!token || !lanepool__size_accepted(token->struct_size, sizeof *token)) return EINVAL;
+  if (token->tid != own_tid()) return EINVAL;
+  int saved_errno = errno;
+  int first = 0;
+#define KEEP(e)                                                                                    \
+  do {                                                                                             \
+    int e_ = (e);                                                                                  \
+    if (e_ && !first) first = e_;                                                                  \
+  } while (0)
+  /* The order of entering: policy (which resets a custom slice), nice, I/O priority,
+   * timer slack, slice. Only what entering asked for is put back. */
+  int policy = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
+  struct sched_param sp = {0};
+  (void)sched_getparam(0, &sp);
+  if (policy != token->saved_sched || sp.sched_priority != token->saved_rt_priority)
+    KEEP(set_sched(0, token->saved_sched, token->saved_rt_priority));
+  if (get_nice(0) != token->saved_nice) KEEP(set_nice(0, token->saved_nice));
+  if (token->ioprio.requested != -1 && lanepool__get_ioprio(token->tid) != token->saved_ioprio)
+    KEEP(set_ioprio(0, token->saved_ioprio));
+  if (token->timer_slack.requested != -1)
+    KEEP(prctl(PR_SET_TIMERSLACK, (unsigned long)token->saved_timer_slack, 0, 0, 0) == 0 ? 0
+                                                                                         : errno);
+  if (token->slice.requested != -1 && token->saved_slice != 0) {
+    band_sched_attr attr;
+    int e = get_attr(0, &attr);
+    if (!e && attr.sched_runtime != token->saved_slice) {
+      attr.sched_flags = 0;
+      attr.sched_runtime = token->saved_slice;
+      e = set_attr(0, &attr);
+    }
+    KEEP(e);
+  }
+#undef KEEP
+  lanepool__thread_band = token->saved_band;
+  errno = saved_errno;
+  return first;
+}
+
+/* ---- escalation ------------------------------------------------------------------
+ *
+ * A caller that waits on a lane of a lower band (a queued lanepool_lane_sync, or a wait
+ * wrapped in lanepool_lane_boost_begin/end) counts itself in the lane's
+ * boost_waiting[its band] and then has the lane's thread set to the highest band
+ * counted (lanepool__boost_update, under boost_lock: setpriority and sched_setattr work
+ * on any thread of the process). Every change of a count is followed by an update, so
+ * the last update to take the lock sees the final counts: a lane is never left at a band
+ * nobody waits for. A queued sync is left by the lane itself when its task returns (or
+ * is answered ECANCELED), before it answers: the lane returns to its own band with the
+ * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A
+ * thread that ends and is replaced, or a lane that exits, leaves nothing boosted: the
+ * successor starts at its own band and re-applies what waiters still hold
+ * (lanepool__boost_thread_started). */
+
+/* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
+static _Atomic int escalation;
+
+static bool escalation_on(void) {
+  int e = atomic_load_explicit(&escalation, memory_order_relaxed);
+  if (e == 0) {
+    const char *v = getenv("LANEPOOL_ESCALATION");
+    e = v && strcmp(v, "0") == 0 ? 2 : 1;
+    atomic_store_explicit(&escalation, e, memory_order_relaxed);
+  }
+  return e == 1;
+}
+
+int lanepool__waiter_band(void) {
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur) {
+    uint32_t boosted = atomic_load_explicit(&cur->boost_band, memory_order_relaxed);
+    return (int)(boosted < cur->band ? boosted : cur->band);
+  }
+  return lanepool__thread_band ? lanepool__thread_band - 1 : 2; /* default */
+}
+
+int lanepool_thread_qos(lanepool_qos_t *out) {
+  if (!out) return EINVAL;
+  *out = lanepool__qos_of_band[lanepool__waiter_band()];
+  return 0;
+}
+
+bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket) {
+  if (band < 0 || (uint32_t)band >= lane->band || !escalation_on()) return false;
+  atomic_fetch_add_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
+  atomic_store_explicit(ticket, (uint32_t)band + 1, memory_order_relaxed);
+  return true;
+}
+
+void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band) {
+  /* A fork child (a task forked and its closure returned in the child): the lane's
+   * thread id is the parent's thread; never touch it, nor a lock a parent thread held. */
+  if (lanepool__forked(lane->generation)) return;
+  atomic_fetch_sub_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
+  lanepool__boost_update(lane);
+}
+
+void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
+  uint32_t b = atomic_exchange_explicit(ticket, 0, memory_order_relaxed);
+  if (b) lanepool__boost_drop(lane, b - 1);
+}
+
+static const char *sched_label(int s) {
+  switch (s) {
+  case SCHED_OTHER:
+    return "SCHED_OTHER";
+  case SCHED_BATCH:
+    return "SCHED_BATCH";
+  case SCHED_IDLE:
+    return "SCHED_IDLE";
+  case SCHED_FIFO:
+    return "SCHED_FIFO";
+  case SCHED_RR:
+    return "SCHED_RR";
+  }
+  return "?";
+}
+
+/* Sets policy, nice and slice of `tid` in one sched_setattr. */
+static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice,
+                                uint64_t slice_ns) {
+  band_sched_attr attr;
+  memset(&attr, 0, sizeof attr);
+  attr.sched_policy = (uint32_t)policy;
+  attr.sched_priority = (uint32_t)rt_priority;
+  attr.sched_nice = nice;
+  attr.sched_runtime = policy == SCHED_FIFO || policy == SCHED_RR ? 0 : slice_ns;
+  return set_attr(tid, &attr);
+}
+
+/* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
+ * or, for the lane's own band, what the lane got when it started (its fallbacks
+ * included). Without the privilege to lower nice that far: the band's policy and as low
+ * a nice as permitted (never below the band's), logged once per pool. */
+static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
+                        size_t log_len) {
+  lanepool_t *pool = lane->pool;
+  int saved_errno = errno;
+  if (band == lane->band) {
+    const lanepool__applied *own = &lane->applied;
+    int rt =
+        own->sched.got == SCHED_FIFO || own->sched.got == SCHED_RR ? lane->policy.rt_priority : 0;
+    (void)set_sched_nice_slice(tid, (int)own->sched.got, rt, (int)own->nice.got,
+                               lane->policy.slice_ns);
+    if (own->ioprio.got >= 0) (void)set_ioprio(tid, (int)own->ioprio.got);
+    errno = saved_errno;
+    return;
+  }
+  const lanepool_band_policy_t *p = &pool->lanes[band * pool->lanes_per_band]->policy;
+  int err = set_sched_nice_slice(tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
+  if (err == EPERM || err == EACCES) {
+    /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice goes as low as
+     * RLIMIT_NICE allows (not below the band's), or stays. */
+    int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
+                                                                                  : (int)p->sched;
+    int cur = get_nice(tid);
+    int floor = nice_floor();
+    int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
+    if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
+      (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
+                                 p->slice_ns);
+    uint32_t none = 0;
+    lanepool_lane_t *first = pool->lanes[0];
+    if (pool->log &&
+        atomic_compare_exchange_strong_explicit(&first->boost_logged, &none, 1,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+      snprintf(log_line, log_len,
+               "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
+               "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "
+               "Escalation)",
+               pool->name, p->nice, lane->name, strerror(err), get_nice(tid),
+               sched_label(sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK));
+    }
+  }
+  if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
+    int level = p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level;
+    if (set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
+        p->ioprio_class == LANEPOOL_IOPRIO_RT)
+      (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
+  }
+  errno = saved_errno;
+}
+
+/* The highest band counted, or the lane's own. [boost_lock] */
+static uint32_t wanted_band(lanepool_lane_t *lane) {
+  for (uint32_t b = 0; b < lane->band; b++)
+    if (atomic_load_explicit(&lane->boost_waiting[b], memory_order_relaxed)) return b;
+  return lane->band;
+}
+
+void lanepool__boost_update(lanepool_lane_t *lane) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
+  char log_line[320] = "";
+  pthread_mutex_lock(&lane->boost_lock);
+  uint32_t want = wanted_band(lane);
+  if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
+    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+    /* A thread that has exited: ESRCH, nothing. */
+    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
+    atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&lane->boost_lock);
+  /* The log line, if any, with no lock held: the callback may use the pool. */
+  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
+}
+
+void lanepool__boost_thread_started(lanepool_lane_t *lane) {
+  pthread_mutex_lock(&lane->boost_lock);
+  atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  pthread_mutex_unlock(&lane->boost_lock);
+  lanepool__boost_update(lane);
+}
+
+int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepool_boost_t *out) {
+  int b = lanepool_band_index(qos);
+  if (!lane || !out || b < 0) return EINVAL;
+  out->lane = lane;
+  out->band_plus_one = 0;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  _Atomic uint32_t ticket;
+  atomic_init(&ticket, 0);
+  if (lanepool__boost_join(lane, b, &ticket)) {
+    out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
+    lanepool__boost_update(lane);
+  }
+  return 0;
+}
+
+int lanepool_lane_boost_end(lanepool_boost_t *boost) {
+  if (!boost) return EINVAL;
+  uint32_t b = boost->band_plus_one;
+  boost->band_plus_one = 0;
+  if (b && boost->lane && !lanepool__forked(boost->lane->generation))
+    lanepool__boost_drop(boost->lane, b - 1);
+  return 0;
+}

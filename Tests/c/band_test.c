@@ -1,0 +1,705 @@
+/*
+ * band_test.c - bands for threads LanePool does not own (lanepool_thread_enter_band /
+ * lanepool_thread_restore) and escalation (a lane runs at the band of the highest
+ * caller waiting on it), checked from /proc/self/task/<tid>/stat. Runs three times:
+ * as the caller (root in CI), and in child processes dropped to uid 65534 with
+ * RLIMIT_NICE 0 and with RLIMIT_NICE 20.
+ * Build: cc -std=gnu11 -O2 -pthread -Iinclude -ISources/CLanePool Tests/c/band_test.c
+ *        Sources/CLanePool/(all).c
+ */
+#define _GNU_SOURCE
+#include "lanepool.h"
+#include "check.h"
+#include "internal.h" /* the lanes' escalation counts, to check that nothing is left */
+
+#include <errno.h>
+#include <grp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What the process may do with nice: root (CAP_SYS_NICE), or unprivileged with an
+ * RLIMIT_NICE of 0 (raise only) or 20 (down to nice 0). */
+typedef enum { MODE_ROOT, MODE_UNPRIV, MODE_UNPRIV_RLIMIT20 } mode_t_;
+static mode_t_ mode;
+static const char *mode_name[] = {"root", "uid 65534, RLIMIT_NICE 0", "uid 65534, RLIMIT_NICE 20"};
+
+static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* nice and policy of a thread, from /proc (after the last ')': 17th and 39th fields). */
+static int proc_sched(pid_t tid, int *nice, int *policy) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  p += 2;
+  for (int field = 1; field <= 39 && p; field++) {
+    if (field == 17) *nice = atoi(p);
+    if (field == 39) *policy = atoi(p);
+    p = strchr(p, ' ');
+    if (p) p++;
+  }
+  return 0;
+}
+
+static int nice_of(pid_t tid) {
+  int n = 99, pol = -1;
+  proc_sched(tid, &n, &pol);
+  return n;
+}
+
+static int policy_of(pid_t tid) {
+  int n = 99, pol = -1;
+  proc_sched(tid, &n, &pol);
+  return pol;
+}
+
+static long slack_now(void) { return (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); }
+
+/* ---- lanepool_thread_enter_band ------------------------------------------------ */
+
+static void test_enter_restore(void) {
+  current_test = "enter_restore";
+  pid_t me = gettid_();
+  CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
+
+  /* Up: userInteractive, nice -5. Root gets it; RLIMIT_NICE 20 goes as low as 0 (here);
+   * RLIMIT_NICE 0 keeps 0. Either way restore puts nice 0 back. */
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  CHECK(t.tid == me && t.qos == LANEPOOL_QOS_USER_INTERACTIVE);
+  CHECK(t.nice.requested == -5);
+  if (mode == MODE_ROOT) {
+    CHECK(nice_of(me) == -5 && t.nice.got == -5 && t.nice.error == 0);
+  } else {
+    CHECK(nice_of(me) == 0 && t.nice.got == 0);
+    CHECK(t.nice.error == EPERM || t.nice.error == EACCES);
+  }
+  CHECK(policy_of(me) == SCHED_OTHER);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
+
+  /* Down: background, nice 10, SCHED_BATCH, I/O best-effort 7, 10 ms timer slack.
+   * RLIMIT_NICE 0 could never come back to nice 0: nice is withheld (the undo rule). */
+  long slack0 = slack_now();
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t), 0);
+  CHECK(policy_of(me) == SCHED_BATCH && t.sched.got == SCHED_BATCH && t.sched.error == 0);
+  CHECK(t.ioprio.got == ((2 << 13) | 7));
+  CHECK(slack_now() == 10000000);
+  if (mode == MODE_UNPRIV) {
+    CHECK(nice_of(me) == 0 && t.nice.error == EPERM);
+  } else {
+    CHECK(nice_of(me) == 10 && t.nice.got == 10 && t.nice.error == 0);
+  }
+  /* Nested: userInitiated inside background, then back to background, then out. */
+  lanepool_band_token_t inner;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INITIATED, 0, &inner), 0);
+  CHECK(policy_of(me) == SCHED_OTHER);
+  if (mode == MODE_ROOT) CHECK(nice_of(me) == -3);
+  CHECK_RC(lanepool_thread_restore(&inner), 0);
+  CHECK(policy_of(me) == SCHED_BATCH);
+  CHECK(nice_of(me) == (mode == MODE_UNPRIV ? 0 : 10));
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
+  CHECK(slack_now() == slack0);
+  CHECK_RC(lanepool_thread_restore(&t), 0); /* twice: harmless */
+  CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
+
+  /* STRICT: anything refused or withheld is EPERM and changes nothing. */
+  int want = mode == MODE_ROOT ? 0 : EPERM;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_BAND_STRICT, &t),
+           want);
+  if (want == 0) CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
+}
+
+static void *restore_elsewhere(void *arg) { return (void *)(intptr_t)lanepool_thread_restore(arg); }
+
+static void on_lane(void *ctx) {
+  lanepool_band_token_t t;
+  *(int *)ctx = lanepool_thread_enter_band(LANEPOOL_QOS_USER_INITIATED, 0, &t);
+}
+
+static void test_enter_bad_input(void) {
+  current_test = "enter_bad_input";
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band((lanepool_qos_t)0x42, 0, &t), EINVAL);
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_DEFAULT, 0x80, &t), EINVAL);
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_DEFAULT, 0, NULL), EINVAL);
+  t.struct_size = 3;
+  CHECK_RC(lanepool_thread_enter_band_sized(LANEPOOL_QOS_DEFAULT, 0, &t), EINVAL);
+  CHECK_RC(lanepool_thread_restore(NULL), EINVAL);
+  /* Another thread's token. */
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_UTILITY, 0, &t), 0);
+  pthread_t th;
+  void *res = NULL;
+  pthread_create(&th, NULL, restore_elsewhere, &t);
+  pthread_join(th, &res);
+  CHECK((intptr_t)res == EINVAL);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(nice_of(gettid_()) == 0 && policy_of(gettid_()) == SCHED_OTHER);
+  /* A lane's own thread has its band. */
+  lanepool_t *pool = NULL;
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "bandbad";
+  cfg.lanes_per_band = 1;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_lane_t *lane;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  int rc = -1;
+  CHECK_RC(lanepool_lane_sync_flags(lane, on_lane, &rc, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(rc == EBUSY);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+
+/* ---- escalation ---------------------------------------------------------------- */
+
+static const int table_nice[LANEPOOL_BAND_COUNT] = {-5, -3, 0, 4, 10};
+
+/* The nice a background lane (nice 10) gets when boosted to band `b`. */
+static int boosted_nice(int b) {
+  switch (mode) {
+  case MODE_ROOT:
+    return table_nice[b];
+  case MODE_UNPRIV:
+    return 10; /* RLIMIT_NICE 0: nice stays, the policy leaves SCHED_BATCH */
+  case MODE_UNPRIV_RLIMIT20:
+    return table_nice[b] > 0 ? table_nice[b] : 0;
+  }
+  return 99;
+}
+
+static _Atomic int log_lines;
+static char last_log[400];
+static void count_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  if (strstr(msg, "escalation")) {
+    snprintf(last_log, sizeof last_log, "%s", msg);
+    atomic_fetch_add(&log_lines, 1);
+  }
+}
+
+static lanepool_t *escalation_pool(const char *name) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = 1;
+  cfg.log = count_log;
+  lanepool_t *pool = NULL;
+  if (lanepool_create(&cfg, &pool) != 0) {
+    fprintf(stderr, "cannot create pool %s\n", name);
+    exit(1);
+  }
+  return pool;
+}
+
+static lanepool_lane_t *lane_of(lanepool_t *pool, lanepool_qos_t qos) {
+  lanepool_lane_t *lane = NULL;
+  lanepool_get_lane(pool, qos, 0, &lane);
+  return lane;
+}
+
+static pid_t tid_of(lanepool_lane_t *lane) {
+  lanepool_lane_info_t info;
+  lanepool_lane_info(lane, &info);
+  return info.tid;
+}
+
+/* Nothing counted, and the lane's thread at its own band: what every test ends with. */
+static bool unboosted(lanepool_lane_t *lane) {
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    if (atomic_load(&lane->boost_waiting[b])) return false;
+  return atomic_load(&lane->boost_band) == lane->band;
+}
+
+/* Checked right after the waits: the lane leaves a sync's boost before it answers. */
+static bool bg_at_own_band(lanepool_lane_t *bg) {
+  pid_t tid = tid_of(bg);
+  return nice_of(tid) == 10 && policy_of(tid) == SCHED_BATCH && unboosted(bg);
+}
+
+/* Polls until the thread has this nice and policy; false after 10 s. */
+static bool wait_for_sched(pid_t tid, int nice, int policy) {
+  for (int i = 0; i < 10000; i++) {
+    if (nice_of(tid) == nice && policy_of(tid) == policy) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+typedef struct {
+  int nice, policy;
+} seen_t;
+
+static void see_own(void *ctx) {
+  seen_t *s = ctx;
+  proc_sched(gettid_(), &s->nice, &s->policy);
+}
+
+typedef struct {
+  lanepool_lane_t *target;
+  unsigned flags;
+  seen_t seen;
+  int rc;
+} sync_from_lane_t;
+
+static void sync_from_lane(void *ctx) {
+  sync_from_lane_t *c = ctx;
+  c->rc = lanepool_lane_sync_flags(c->target, see_own, &c->seen, c->flags);
+}
+
+/* A lane of a higher band syncs onto the background lane: the closure runs on the
+ * background lane's thread at the caller's band; the lane is back at its own after. */
+static void test_escalate_from_lanes(void) {
+  current_test = "escalate_from_lanes";
+  lanepool_t *pool = escalation_pool("esc1");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  CHECK(bg_at_own_band(bg));
+  for (int b = 0; b < 4; b++) {
+    sync_from_lane_t c = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+    lanepool_lane_t *from =
+        lane_of(pool, (lanepool_qos_t[]){LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED,
+                                         LANEPOOL_QOS_DEFAULT, LANEPOOL_QOS_UTILITY}[b]);
+    /* This thread (default) does not boost `from`: its band is the lane's own. */
+    unsigned outer = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
+    CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
+    CHECK_RC(c.rc, 0);
+    CHECK(c.seen.nice == boosted_nice(b));
+    CHECK(c.seen.policy == (b == 3 ? SCHED_BATCH : SCHED_OTHER)); /* utility is BATCH */
+    CHECK(bg_at_own_band(bg));
+    /* Not asked for: the lane keeps its band. */
+    c.flags = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
+    CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
+    CHECK(c.seen.nice == 10 && c.seen.policy == SCHED_BATCH);
+  }
+  /* A waiter of a lower band than the lane's does not touch it. */
+  sync_from_lane_t down = {
+      lane_of(pool, LANEPOOL_QOS_USER_INITIATED), LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, sync_from_lane, &down,
+                                    LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
+           0);
+  CHECK(down.seen.nice == (mode == MODE_ROOT ? -3 : 0));
+  /* Transitive: this thread (default) waits on the utility lane, whose task waits on the
+   * background lane: both run at default meanwhile. */
+  sync_from_lane_t chain = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+  CHECK_RC(lanepool_lane_sync_flags(lane_of(pool, LANEPOOL_QOS_UTILITY), sync_from_lane, &chain,
+                                    LANEPOOL_SYNC_QUEUED),
+           0);
+  CHECK(chain.seen.nice == boosted_nice(2) && chain.seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg));
+  CHECK(unboosted(lane_of(pool, LANEPOOL_QOS_UTILITY)));
+  /* A plain thread counts as default; inside lanepool_thread_enter_band, as that band. */
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(seen.nice == boosted_nice(2) && seen.policy == SCHED_OTHER);
+  lanepool_qos_t q;
+  CHECK_RC(lanepool_thread_qos(&q), 0);
+  CHECK(q == LANEPOOL_QOS_DEFAULT);
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INITIATED, 0, &t), 0);
+  CHECK_RC(lanepool_thread_qos(&q), 0);
+  CHECK(q == LANEPOOL_QOS_USER_INITIATED);
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(seen.nice == boosted_nice(1) && seen.policy == SCHED_OTHER);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(bg_at_own_band(bg));
+  /* One log line per pool when the kernel limits a boost, none with privilege. */
+  CHECK(atomic_load(&log_lines) == (mode == MODE_ROOT ? 0 : 1));
+  if (mode != MODE_ROOT) CHECK(strstr(last_log, "esc1") != NULL);
+  atomic_store(&log_lines, 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a busy lane: boost during the wait, FIFO kept ---- */
+
+enum { BEFORE = 20, AFTER = 20 };
+static _Atomic int gate; /* the blocker runs until this is 1 */
+static _Atomic int order[BEFORE + AFTER + 2];
+static _Atomic int order_len;
+
+static void blocker(void *ctx) {
+  (void)ctx;
+  while (!atomic_load(&gate)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void note(void *ctx) { order[atomic_fetch_add(&order_len, 1)] = (int)(intptr_t)ctx; }
+
+typedef struct {
+  lanepool_lane_t *lane;
+  lanepool_qos_t qos;
+  int rc;
+  seen_t seen;
+} waiter_t;
+
+static void note_and_see(void *ctx) {
+  waiter_t *w = ctx;
+  note((void *)(intptr_t)1000);
+  see_own(&w->seen);
+}
+
+static void *waiter_thread(void *arg) {
+  waiter_t *w = arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(w->qos, 0, &t);
+  w->rc = lanepool_lane_sync(w->lane, note_and_see, w);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_escalate_busy_lane(void) {
+  current_test = "escalate_busy_lane";
+  lanepool_t *pool = escalation_pool("esc2");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  atomic_store(&order_len, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  for (int i = 0; i < BEFORE; i++) CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)i), 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t th;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  /* While the waiter waits behind the blocker: the lane runs at its band (/proc). */
+  CHECK(wait_for_sched(tid, boosted_nice(0), SCHED_OTHER));
+  CHECK(atomic_load(&bg->boost_waiting[0]) == 1);
+  /* Work queued after the sync: FIFO is unchanged (it runs after, at the lane's band). */
+  for (int i = 0; i < AFTER; i++)
+    CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)(BEFORE + i)), 0);
+  atomic_store(&gate, 1);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, 0);
+  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == SCHED_OTHER);
+  /* The lane left the boost with the awaited task, before it answered. */
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  int n = atomic_load(&order_len);
+  CHECK(n == BEFORE + AFTER + 1);
+  int k = 0, in_order = 1;
+  for (int i = 0; i < BEFORE; i++) in_order &= order[k++] == i;
+  in_order &= order[k++] == 1000;
+  for (int i = 0; i < AFTER; i++) in_order &= order[k++] == BEFORE + i;
+  CHECK(in_order);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- boosts held by waits LanePool does not see; one that times out ---- */
+
+static void test_boost_begin_end(void) {
+  current_test = "boost_begin_end";
+  lanepool_t *pool = escalation_pool("esc3");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  lanepool_boost_t ui, in, low;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INITIATED, &in), 0);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &ui), 0);
+  CHECK(nice_of(tid) == boosted_nice(0) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_BACKGROUND, &low), 0); /* holds nothing */
+  CHECK(low.band_plus_one == 0);
+  /* The userInteractive waiter times out: the lane goes down to the next waiter's band. */
+  struct timespec ts = {0, 5000000};
+  nanosleep(&ts, NULL);
+  CHECK_RC(lanepool_lane_boost_end(&ui), 0);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_end(&ui), 0); /* twice: harmless */
+  CHECK_RC(lanepool_lane_boost_end(&low), 0);
+  CHECK(nice_of(tid) == boosted_nice(1));
+  CHECK_RC(lanepool_lane_boost_end(&in), 0);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_lane_boost_begin(NULL, LANEPOOL_QOS_DEFAULT, &in), EINVAL);
+  CHECK_RC(lanepool_lane_boost_begin(bg, (lanepool_qos_t)3, &in), EINVAL);
+  CHECK_RC(lanepool_lane_boost_end(NULL), EINVAL);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
+
+static void *cancel_soon(void *arg) {
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+  atomic_store(&gate, 1);
+  (void)arg;
+  return NULL;
+}
+
+static void discard_none(lanepool_fn fn, void *ctx, void *arg) {
+  (void)fn;
+  (void)ctx;
+  (void)arg;
+}
+
+static void test_escalate_cancelled(void) {
+  current_test = "escalate_cancelled";
+  lanepool_t *pool = escalation_pool("esc4");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1}};
+  pthread_t th, opener;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  CHECK(wait_for_sched(tid, boosted_nice(1), SCHED_OTHER));
+  /* The shutdown waits for the blocker, which a second thread ends a little later. */
+  pthread_create(&opener, NULL, cancel_soon, NULL);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_none, NULL), 0);
+  pthread_join(opener, NULL);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, ECANCELED);
+  CHECK(unboosted(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a task that ends its thread while boosted: the successor is boosted only while
+ * a waiter still waits, and back at its band after ---- */
+
+static void end_thread(void *ctx) {
+  (void)ctx;
+  pthread_exit(NULL);
+}
+
+static void test_escalate_thread_replaced(void) {
+  current_test = "escalate_thread_replaced";
+  lanepool_t *pool = escalation_pool("esc5");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t first = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
+  atomic_store(&order_len, 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t th;
+  pthread_create(&th, NULL, waiter_thread, &w);
+  CHECK(wait_for_sched(first, boosted_nice(0), SCHED_OTHER));
+  atomic_store(&gate, 1);
+  pthread_join(th, NULL);
+  CHECK_RC(w.rc, 0);
+  /* The closure ran on the successor, boosted (re-applied when it started). */
+  CHECK(tid_of(bg) != first);
+  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+
+/* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
+ * time out; afterwards nothing is counted and the lane is at its own band ---- */
+
+enum { STORM_THREADS = 6, STORM_ROUNDS = 300 };
+
+typedef struct {
+  lanepool_lane_t *bg;
+  unsigned seed;
+  int bad;
+} storm_t;
+
+static void storm_noop(void *ctx) { (void)ctx; }
+
+static void *storm_thread(void *arg) {
+  storm_t *st = arg;
+  lanepool_band_token_t t;
+  for (int r = 0; r < STORM_ROUNDS; r++) {
+    unsigned x = rand_r(&st->seed);
+    lanepool_qos_t q = (lanepool_qos_t[]){LANEPOOL_QOS_USER_INTERACTIVE,
+                                          LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
+                                          LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND}[x % 5];
+    switch ((x / 5) % 3) {
+    case 0: /* a sync, as a thread of band q */
+      if (lanepool_thread_enter_band(q, 0, &t) != 0) st->bad++;
+      if (lanepool_lane_sync_flags(st->bg, storm_noop, NULL, (x & 64) ? LANEPOOL_SYNC_QUEUED : 0))
+        st->bad++;
+      if (lanepool_thread_restore(&t) != 0) st->bad++;
+      break;
+    case 1: { /* a boost held over a wait that times out */
+      lanepool_boost_t b;
+      if (lanepool_lane_boost_begin(st->bg, q, &b) != 0) st->bad++;
+      struct timespec ts = {0, (long)(x % 200) * 1000};
+      nanosleep(&ts, NULL);
+      if (lanepool_lane_boost_end(&b) != 0) st->bad++;
+      break;
+    }
+    default: /* plain work on the lane */
+      if (lanepool_lane_async(st->bg, storm_noop, NULL) != 0) st->bad++;
+      break;
+    }
+  }
+  return NULL;
+}
+
+static void test_escalation_storm(void) {
+  current_test = "escalation_storm";
+  lanepool_t *pool = escalation_pool("esc6");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pthread_t th[STORM_THREADS];
+  storm_t st[STORM_THREADS];
+  for (int i = 0; i < STORM_THREADS; i++) {
+    st[i] = (storm_t){bg, 1234u + (unsigned)i, 0};
+    pthread_create(&th[i], NULL, storm_thread, &st[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < STORM_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    bad += st[i].bad;
+  }
+  CHECK(bad == 0);
+  /* Every sync returned and every boost ended: the lane is back, nothing counted. */
+  CHECK(bg_at_own_band(bg));
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen,
+                                    LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
+           0);
+  CHECK(seen.nice == 10 && seen.policy == SCHED_BATCH);
+  atomic_store(&log_lines, 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+
+/* ---- the log callback runs with no lock held: it may boost the very lane it is told
+ * about (before, it ran under that lane's escalation lock: a self-deadlock) ---- */
+
+static lanepool_lane_t *log_reentry_lane;
+static _Atomic int log_reentries;
+
+static void reentrant_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  if (!strstr(msg, "escalation") || !log_reentry_lane) return;
+  lanepool_boost_t b;
+  if (lanepool_lane_boost_begin(log_reentry_lane, LANEPOOL_QOS_USER_INTERACTIVE, &b) == 0)
+    lanepool_lane_boost_end(&b);
+  atomic_fetch_add(&log_reentries, 1);
+}
+
+static void test_log_callback_reenters(void) {
+  current_test = "log_callback_reenters";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc7";
+  cfg.lanes_per_band = 1;
+  cfg.log = reentrant_log;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  log_reentry_lane = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  atomic_store(&log_reentries, 0);
+  alarm(60); /* a deadlock ends the process (SIGALRM): a failure, not a hang */
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(log_reentry_lane, LANEPOOL_QOS_USER_INITIATED, &b), 0);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  alarm(0);
+  /* Only a limited boost logs: without privilege. */
+  CHECK(atomic_load(&log_reentries) == (mode == MODE_ROOT ? 0 : 1));
+  CHECK(bg_at_own_band(log_reentry_lane));
+  log_reentry_lane = NULL;
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+
+/* ---- a fork inside a boosted closure: the child (a copy of the lane thread, which
+ * exits when the closure returns) never touches the parent's lane: the parent's lane
+ * thread is still boosted after the child has gone ---- */
+
+static void fork_inside(void *ctx) {
+  seen_t *seen = ctx;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) return; /* the child: back to the lane loop, which _exits */
+  int status = 0;
+  waitpid(pid, &status, 0);
+  see_own(seen);
+}
+
+static void test_fork_in_boosted_closure(void) {
+  current_test = "fork_in_boosted_closure";
+  lanepool_t *pool = escalation_pool("esc8");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(bg, fork_inside, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(seen.nice == boosted_nice(0) && seen.policy == SCHED_OTHER);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+static void run_suite(void) {
+  test_enter_restore();
+  test_enter_bad_input();
+  test_escalate_from_lanes();
+  test_escalate_busy_lane();
+  test_boost_begin_end();
+  test_escalate_cancelled();
+  test_escalate_thread_replaced();
+  test_escalation_storm();
+  test_log_callback_reenters();
+  test_fork_in_boosted_closure();
+}
+
+/* Runs the suite in a child dropped to uid 65534 with the given RLIMIT_NICE. */
+static int run_unprivileged(mode_t_ m, rlim_t rlimit_nice) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl = {rlimit_nice, rlimit_nice};
+    if (setrlimit(RLIMIT_NICE, &rl) != 0) {
+      _exit(3);
+    }
+    if (setgroups(0, NULL) || setgid(65534) || setuid(65534)) _exit(4);
+    mode = m;
+    passed = failed = 0;
+    run_suite();
+    printf("  %s: %d passed, %d failed\n", mode_name[m], passed, failed);
+    fflush(NULL);
+    _exit(failed ? 1 : 0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int main(void) {
+  if (setpriority(PRIO_PROCESS, 0, 0) != 0) {
+    fprintf(stderr, "cannot start at nice 0\n");
+    return 1;
+  }
+  mode = geteuid() == 0 ? MODE_ROOT : MODE_UNPRIV;
+  run_suite();
+  printf("  %s: %d passed, %d failed\n", geteuid() == 0 ? "root" : "this user", passed, failed);
+  if (geteuid() == 0) {
+    int a = run_unprivileged(MODE_UNPRIV, 0);
+    if (a == 3 || a == 4) printf("cannot drop to uid 65534 with RLIMIT_NICE 0\n");
+    if (a) failed++;
+    /* Raising RLIMIT_NICE's hard limit needs CAP_SYS_RESOURCE, which containers drop. */
+    int b = run_unprivileged(MODE_UNPRIV_RLIMIT20, 20);
+    if (b == 3)
+      printf("skip - uid 65534 with RLIMIT_NICE 20: this root may not raise RLIMIT_NICE\n");
+    else if (b)
+      failed++;
+  } else {
+    printf("skip - the unprivileged children need root to drop from\n");
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
