@@ -7,6 +7,14 @@
  * narrow windows (a producer preempted between claiming a cell and publishing it, a
  * lane between its last emptiness check and its futex wait...) are hit on purpose and
  * reproducibly: the same seed gives the same decision sequence per thread.
+ *
+ * A test may instead install a hook (lanepool__inject_set_hook): every point then calls
+ * it and nothing else. Tests/c/sched.c installs a controlled scheduler that way: the
+ * threads of a scenario run one at a time and, at each point, a seeded strategy picks
+ * who runs next. The points from LANEPOOL__AT_STATE on exist for it: shared-state
+ * accesses of the life cycle, and the marks around blocking calls (a thread about to
+ * block cannot reach a point, so it gives the turn up first). The seeded-yield mode
+ * treats the access points like the older ones and ignores the marks.
  */
 #ifndef LANEPOOL_INJECT_H
 #define LANEPOOL_INJECT_H
@@ -24,6 +32,18 @@ enum {
   LANEPOOL__AT_CANCEL,            /* lane: on seeing cancel, before its sync walk */
   LANEPOOL__AT_SPILL,             /* overflow list: between append (or take) and count */
   LANEPOOL__AT_LEND,              /* inline sync: after borrowing, before giving back */
+  LANEPOOL__AT_STATE,             /* before a read or a change of the pool's state word */
+  LANEPOOL__AT_COUNTER,           /* before a drain counter or drain_events moves */
+  LANEPOOL__AT_JOIN,              /* before a join, or a wait for JOINED */
+  LANEPOOL__AT_TIMER_HEAP,        /* before the timer lock is taken */
+  LANEPOOL__AT_DEFAULT,           /* before the default pool's lock is taken */
+  LANEPOOL__AT_INTAKE,            /* before an intake change (rings, overflow, timers) */
+  LANEPOOL__AT_FREE,              /* destroy: before the pool is freed */
+  /* Marks (the scheduler's; no-ops for the seeded-yield mode): */
+  LANEPOOL__AT_SPIN,   /* in a loop waiting for another thread: pass the turn on */
+  LANEPOOL__AT_BLOCK,  /* right before a call that may block (futex, join, condvar) */
+  LANEPOOL__AT_RESUME, /* right after such a call returns */
+  LANEPOOL__AT_EXIT,   /* a pool thread about to end */
   LANEPOOL__AT_COUNT
 };
 
@@ -34,6 +54,9 @@ void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
 /* How many times each point was reached with injection on (for the test's report). */
 uint64_t lanepool__inject_hits(int point);
 void lanepool__inject(int point);
+/* NULL: the seeded-yield mode. Otherwise every point calls hook(point) instead. */
+typedef void (*lanepool__inject_hook_fn)(int point);
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook);
 #define LANEPOOL_INJECT(point) lanepool__inject(point)
 #else
 #define LANEPOOL_INJECT(point) ((void)0)

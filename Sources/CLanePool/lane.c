@@ -61,18 +61,22 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
 }
 
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
   int saved = errno;
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
   errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
 }
 
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
   bool timed_out =
       syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0) == -1 &&
       errno == ETIMEDOUT;
   errno = saved;
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
   return timed_out;
 }
 
@@ -494,6 +498,7 @@ uint64_t lanepool__lane_finished(lanepool_lane_t *lane) {
 
 /* Sets the intake of the overflow list and of the ring (OWN_ONLY or CLOSED). */
 void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   pthread_mutex_lock(&lane->spill_lock);
   if (intake > lane->spill_intake) lane->spill_intake = intake;
   pthread_mutex_unlock(&lane->spill_lock);
@@ -699,8 +704,10 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   lanepool__ring *r = &lane->ring;
   uint64_t t;
-  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
+  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED)) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     sched_yield(); /* the driver is closing the lanes one by one: a short wait */
+  }
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
   /* A thief that looked at the state before the cancel may still take a stealable
    * head cell (never a sync): wait_cell skips what it took. */
@@ -752,6 +759,7 @@ static void lane_loop(lanepool_lane_t *lane) {
     /* acquire: pairs with the CAS (or the escalation's release store) that made the
      * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
      * start another task. */
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING) {
       cancel_queued_syncs(lane);
       break;
@@ -761,6 +769,7 @@ static void lane_loop(lanepool_lane_t *lane) {
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=
           atomic_load_explicit(&lane->ring.head, memory_order_acquire)) {
+        LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
         cpu_relax(); /* a producer claimed a cell and is about to publish it */
         continue;
       }
@@ -777,6 +786,7 @@ static void lane_loop(lanepool_lane_t *lane) {
       run_task(&task);
       if (lanepool__forked(lane->generation)) forked_child_returned(lane);
       /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
+      LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
       atomic_store_explicit(&lane->executed, ++executed, memory_order_release);
       continue;
     }
@@ -852,6 +862,7 @@ static void lane_run(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;
+  LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
 }
 
 static void *lane_main(void *arg) {
@@ -884,7 +895,10 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
     pthread_mutex_lock(&lane->thread_lock);
     pthread_t t = lane->thread;
     pthread_mutex_unlock(&lane->thread_lock);
+    LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
+    LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
     pthread_join(t, NULL);
+    LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
     pthread_mutex_lock(&lane->thread_lock);
     bool same = pthread_equal(t, lane->thread);
     pthread_mutex_unlock(&lane->thread_lock);
@@ -892,7 +906,10 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
   }
   /* A sync caller that gave the lane back may still be on its way out of the library
    * (its give-back woke the lane, which then exited): wait for its last access. */
-  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) sched_yield();
+  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield();
+  }
 }
 
 /* One queued task to the discard pass: a sync the lane already answered (fn NULL) is
@@ -1074,6 +1091,7 @@ static void lane_finish_lent(lanepool_lane_t *lane) {
   lanepool__drain_idle(pool);
   /* release, and the last access: once given back the lane may be woken, exit and be
    * joined; lanepool__lane_join waits for this before anything can be freed. */
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   atomic_fetch_sub_explicit(&lane->borrowers, 1, memory_order_release);
 }
 
@@ -1094,6 +1112,7 @@ static bool lane_borrow(lanepool_lane_t *lane) {
   atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) &&
       atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
     return true;

@@ -108,16 +108,19 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
 }
 
 void lanepool__drain_idle(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   /* Pairs with the fence after the driver's change of state: if this load still sees
    * RUNNING, the driver's scans see everything this thread did before the fence. */
   atomic_thread_fence(memory_order_seq_cst);
   uint32_t s = atomic_load_explicit(&pool->state, memory_order_relaxed);
   if (s != LANEPOOL__DRAINING && s != LANEPOOL__ESCALATING) return;
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
   lanepool__futex_wake(&pool->drain_events, INT_MAX);
 }
 
 static bool quiescent(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   uint64_t finished = lanepool__timers_pending_scan(pool, false);
   for (uint32_t i = 0; i < lane_count(pool); i++)
     finished += lanepool__lane_finished(pool->lanes[i]);
@@ -130,12 +133,14 @@ static bool quiescent(lanepool_t *pool) {
 }
 
 static void set_joined(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   atomic_store_explicit(&pool->state, LANEPOOL__JOINED, memory_order_seq_cst);
   lanepool__futex_wake(&pool->state, INT_MAX);
 }
 
 static void wait_joined(lanepool_t *pool) {
   uint32_t s;
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   while ((s = atomic_load_explicit(&pool->state, memory_order_acquire)) != LANEPOOL__JOINED)
     lanepool__futex_wait(&pool->state, s);
 }
@@ -143,11 +148,13 @@ static void wait_joined(lanepool_t *pool) {
 /* DRAIN, driven to the end. Returns false if a cancel escalated it (state is then
  * CANCELLING and pool->discard is set). */
 static bool drive_drain(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   lanes_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   atomic_thread_fence(memory_order_seq_cst); /* pairs with lanepool__drain_idle */
   for (;;) {
     uint32_t ev = atomic_load_explicit(&pool->drain_events, memory_order_seq_cst);
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING)
       return false;
     if (quiescent(pool)) break;
@@ -156,9 +163,11 @@ static bool drive_drain(lanepool_t *pool) {
   /* Quiescent: nothing runs, nothing is queued, no timer is pending; close for good. */
   lanepool__timer_entry *left;
   size_t n;
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_stop(pool, &left, &n);
   free(left); /* n == 0: every pending timer was counted, so the heap is empty */
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
   return true;
@@ -167,10 +176,12 @@ static bool drive_drain(lanepool_t *pool) {
 static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *discard_arg) {
   lanepool__timer_entry *timers;
   size_t timer_count;
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_stop(pool, &timers, &timer_count);
   /* Lanes already stop starting tasks (they check for CANCELLING between tasks); each
    * waits for its CLOSED bit, set here, before it answers its queued syncs. */
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
@@ -197,6 +208,7 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_
 
   uint32_t want = mode == LANEPOOL_SHUTDOWN_DRAIN ? LANEPOOL__DRAINING : LANEPOOL__CANCELLING;
   uint32_t s = LANEPOOL__RUNNING;
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   if (atomic_compare_exchange_strong_explicit(&pool->state, &s, want, memory_order_seq_cst,
                                               memory_order_seq_cst)) {
     if (mode == LANEPOOL_SHUTDOWN_CANCEL || !drive_drain(pool)) {
@@ -210,12 +222,15 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_
     return 0;
   }
   /* Someone else drives. A cancel escalates a drain: once, by one caller. */
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   if (mode == LANEPOOL_SHUTDOWN_CANCEL && s == LANEPOOL__DRAINING &&
       atomic_compare_exchange_strong_explicit(&pool->state, &s, LANEPOOL__ESCALATING,
                                               memory_order_seq_cst, memory_order_seq_cst)) {
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     pool->discard = discard;
     pool->discard_arg = discard_arg;
     atomic_store_explicit(&pool->state, LANEPOOL__CANCELLING, memory_order_release);
+    LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
     atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
     lanepool__futex_wake(&pool->drain_events, INT_MAX);
     wait_joined(pool);
@@ -230,6 +245,7 @@ int lanepool_destroy(lanepool_t *pool) {
   /* One pass under the registry lock: a stale pointer is only compared, never read;
    * a live one is checked and taken out, so a concurrent destroy gets EINVAL. */
   int rc = 0;
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   pthread_mutex_lock(&lanepool__registry_lock);
   size_t at = registry_len;
   for (size_t i = 0; i < registry_len && at == registry_len; i++)
@@ -249,6 +265,7 @@ int lanepool_destroy(lanepool_t *pool) {
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */
   (void)lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
   wait_joined(pool);
+  LANEPOOL_INJECT(LANEPOOL__AT_FREE);
   lanepool__pool_free(pool);
   return 0;
 }

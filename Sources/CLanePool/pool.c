@@ -361,6 +361,7 @@ int lanepool_default_configure(const lanepool_config_t *given) {
     }
     memcpy(cpus, cfg->cpus, cfg->cpu_count * sizeof *cpus);
   }
+  LANEPOOL_INJECT(LANEPOOL__AT_DEFAULT);
   pthread_mutex_lock(&default_lock);
   if (atomic_load_explicit(&default_pool, memory_order_relaxed)) {
     pthread_mutex_unlock(&default_lock);
@@ -428,6 +429,7 @@ int lanepool_default(lanepool_t **out) {
     *out = p;
     return 0;
   }
+  LANEPOOL_INJECT(LANEPOOL__AT_DEFAULT);
   pthread_mutex_lock(&default_lock);
   int rc = 0;
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);

@@ -178,12 +178,14 @@ static void *timer_main(void *arg) {
 
   uint64_t check_every = pool->stall_threshold_ns / 2;
   uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   while (!t->stop) {
     uint64_t now = lanepool__now_ns();
     if (now >= next_check) {
       pthread_mutex_unlock(&t->lock);
       check_stalls(pool, now);
+      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
       pthread_mutex_lock(&t->lock);
       next_check = lanepool__add_sat(now, check_every);
       continue;
@@ -194,11 +196,13 @@ static void *timer_main(void *arg) {
        * try again shortly, without the lock. */
       pthread_mutex_unlock(&t->lock);
       usleep(100);
+      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
       pthread_mutex_lock(&t->lock);
       continue;
     }
     uint64_t wake = next_check;
     if (t->len > 0 && t->heap[0].deadline < wake) wake = t->heap[0].deadline;
+    LANEPOOL_INJECT(LANEPOOL__AT_BLOCK); /* with the lock held: no RESUME mark after */
     if (wake == UINT64_MAX) {
       pthread_cond_wait(&t->cond, &t->lock);
     } else {
@@ -209,6 +213,7 @@ static void *timer_main(void *arg) {
   }
   pthread_mutex_unlock(&t->lock);
   lanepool__pool_thread = NULL;
+  LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
   return NULL;
 }
 
@@ -233,6 +238,7 @@ static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t
   /* Before any lock: in a fork child the lock may have been held by a parent thread. */
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   lanepool__timers *t = &pool->timers;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   int rc = 0;
   if (t->intake == LANEPOOL__INTAKE_CLOSED ||
@@ -282,6 +288,7 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
   if (!pool) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   lanepool__timers *t = &pool->timers;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   if (timer == 0 || timer >= t->next_id) {
     pthread_mutex_unlock(&t->lock);
@@ -303,6 +310,7 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
 }
 
 void lanepool__timers_set_intake(lanepool_t *pool, int intake) {
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&pool->timers.lock);
   if (intake > pool->timers.intake) pool->timers.intake = intake;
   pthread_mutex_unlock(&pool->timers.lock);
@@ -317,6 +325,7 @@ void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, 
   lanepool__timers *t = &pool->timers;
   *cancelled = NULL;
   *count = 0;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   t->intake = LANEPOOL__INTAKE_CLOSED;
   if (t->len) {
@@ -335,7 +344,9 @@ void lanepool__timers_join(lanepool_t *pool) {
   pthread_mutex_lock(&pool->timers.lock);
   bool started = pool->timers.started;
   pthread_mutex_unlock(&pool->timers.lock);
+  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
   if (started) pthread_join(pool->timers.thread, NULL);
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
 }
 
 /* The drain scan's view: timers ever accepted, or ever done (fired or cancelled). */

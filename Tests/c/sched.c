@@ -1,0 +1,280 @@
+/*
+ * sched.c - the controlled scheduler (see sched.h). Test builds only: it is linked
+ * into Tests/c/sched_test.c, never into the library; the library's side is the hook
+ * in inject.c.
+ */
+#define _GNU_SOURCE
+#include "sched.h"
+#include "inject.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_THREADS 64
+#define MAX_DEPTH   8
+
+enum { RUNNABLE = 1, FREE, GONE };
+
+typedef struct {
+  int state;
+  int last_point; /* for sched_dump */
+  bool spinning;  /* its last point was LANEPOOL__AT_SPIN: it waits for another thread */
+  bool scenario;
+  char name[16];
+  int64_t prio;
+  pthread_cond_t cv;
+} slot_t;
+
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic bool active;
+static uint64_t run_id; /* [m] every field below too */
+static sched_strategy strategy;
+static uint64_t rng;
+static uint32_t depth;
+static uint64_t change[MAX_DEPTH];
+static slot_t slots[MAX_THREADS];
+static uint32_t nslots, expected, arrived, overflow;
+static bool open_gate;
+static int current = -1;
+static uint64_t step, fallbacks, turn_since_ns, watchdog_ns;
+/* The thread given the turn has woken and runs: only then does the watchdog time it (a
+ * thread the kernel has not woken yet on a loaded machine must not lose its turn). */
+static bool taken;
+static bool trace; /* LANEPOOL_SCHED_TRACE=1: every decision to stderr */
+static const char *point_name(int p);
+
+static __thread uint64_t my_run;
+static __thread int my_slot;
+static __thread bool my_scenario;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t next_random(void) { /* splitmix64 */
+  uint64_t z = (rng += UINT64_C(0x9E3779B97F4A7C15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+const char *sched_strategy_name(sched_strategy s) { return s == SCHED_PCT ? "pct" : "random"; }
+
+/* The runnable thread to run next: PCT's highest priority, or a uniform pick. Threads
+ * that spin (they wait for another) only when no other can run, and the one that has
+ * just spun (`exclude`) last: with two spinners above the thread they wait for,
+ * passing the turn between them would go on forever. -1: nobody. */
+static int pick(int exclude) {
+  int cand[MAX_THREADS], n = 0;
+  for (int pass = 0; pass < 2 && n == 0; pass++)
+    for (uint32_t i = 0; i < nslots; i++)
+      if (slots[i].state == RUNNABLE && (int)i != exclude && slots[i].spinning == (pass == 1))
+        cand[n++] = (int)i;
+  if (n == 0) return exclude >= 0 && slots[exclude].state == RUNNABLE ? exclude : -1;
+  if (strategy == SCHED_RANDOM) return cand[next_random() % (uint64_t)n];
+  int best = cand[0];
+  for (int i = 1; i < n; i++)
+    if (slots[cand[i]].prio > slots[best].prio) best = cand[i];
+  return best;
+}
+
+/* Caller holds m and has just given the turn up (or nobody had it). */
+static void hand_on(int exclude) {
+  current = -1;
+  if (!open_gate) return;
+  int n = pick(exclude);
+  if (n < 0) return;
+  step++;
+  current = n;
+  taken = false;
+  if (trace)
+    fprintf(stderr, "sched: step %llu: thread %d (%s) at %s\n", (unsigned long long)step, n,
+            slots[n].name, point_name(slots[n].last_point));
+  pthread_cond_signal(&slots[n].cv);
+}
+
+/* This thread's slot in the current run, registering it on its first point. */
+static int self(void) {
+  if (my_run == run_id) return my_slot;
+  if (nslots == MAX_THREADS) {
+    overflow++;
+    return -1;
+  }
+  int i = (int)nslots++;
+  slots[i].state = FREE;
+  slots[i].spinning = false;
+  slots[i].scenario = my_scenario;
+  pthread_getname_np(pthread_self(), slots[i].name, sizeof slots[i].name);
+  /* Initial PCT priorities are above every change point's (which are 0..depth-2). */
+  slots[i].prio = (int64_t)(depth + 1 + (next_random() >> 8));
+  my_run = run_id;
+  my_slot = i;
+  if (my_scenario && ++arrived == expected) open_gate = true;
+  return i;
+}
+
+void sched_point(int point) {
+  if (!atomic_load_explicit(&active, memory_order_acquire)) return;
+  pthread_mutex_lock(&m);
+  int me = atomic_load_explicit(&active, memory_order_relaxed) ? self() : -1;
+  if (me < 0) {
+    pthread_mutex_unlock(&m);
+    return;
+  }
+  slot_t *s = &slots[me];
+  s->last_point = point;
+  bool mine = current == me;
+  switch (point) {
+  case LANEPOOL__AT_SPILL:
+  case LANEPOOL__AT_TIMER_FIRE: /* inside a lock: never switch here */
+    if (mine) turn_since_ns = now_ns();
+    break;
+  case LANEPOOL__AT_BLOCK:
+  case LANEPOOL__AT_EXIT:
+    s->state = point == LANEPOOL__AT_EXIT ? GONE : FREE;
+    if (mine || current < 0) hand_on(-1);
+    break;
+  default: {
+    int exclude = point == LANEPOOL__AT_SPIN ? me : -1;
+    s->state = RUNNABLE;
+    if (mine && strategy == SCHED_PCT)
+      for (uint32_t j = 0; j + 1 < depth; j++)
+        if (change[j] == step) s->prio = (int64_t)(depth - 2 - j); /* below every initial one */
+    s->spinning = exclude >= 0;
+    if (mine || current < 0) hand_on(exclude);
+    while (atomic_load_explicit(&active, memory_order_relaxed) && current != me)
+      pthread_cond_wait(&s->cv, &m);
+    if (current == me) {
+      taken = true;
+      turn_since_ns = now_ns();
+    }
+  }
+  }
+  pthread_mutex_unlock(&m);
+}
+
+/* The watchdog: a thread holding the turn that reaches no point for watchdog_ns loses it. */
+static void *watchdog(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&m);
+  for (;;) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t period = watchdog_ns / 4 ? watchdog_ns / 4 : 250000;
+    uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + period;
+    ts.tv_sec = (time_t)(at / 1000000000u);
+    ts.tv_nsec = (long)(at % 1000000000u);
+    pthread_cond_timedwait(&wd_cv, &m, &ts);
+    if (!atomic_load_explicit(&active, memory_order_relaxed) || !open_gate) continue;
+    if (current >= 0 && taken && now_ns() - turn_since_ns >= watchdog_ns) {
+      slots[current].state = FREE;
+      fallbacks++;
+      hand_on(-1);
+    }
+  }
+  return NULL;
+}
+
+static void init_once(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&wd_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  for (int i = 0; i < MAX_THREADS; i++) pthread_cond_init(&slots[i].cv, NULL);
+  pthread_t t;
+  if (pthread_create(&t, NULL, watchdog, NULL) != 0) abort();
+  pthread_detach(t);
+}
+
+void sched_begin(uint64_t seed, sched_strategy strat, uint32_t pct_depth, uint32_t pct_steps,
+                 uint32_t expected_threads, uint32_t watchdog_us) {
+  pthread_once(&once, init_once);
+  pthread_mutex_lock(&m);
+  run_id++;
+  strategy = strat;
+  rng = seed * UINT64_C(0x2545F4914F6CDD1D) + (strat == SCHED_PCT ? 1 : 2);
+  depth = pct_depth < 1 ? 1 : pct_depth > MAX_DEPTH ? MAX_DEPTH : pct_depth;
+  for (uint32_t j = 0; j + 1 < depth; j++)
+    change[j] = 1 + next_random() % (pct_steps ? pct_steps : 1);
+  nslots = arrived = overflow = 0;
+  expected = expected_threads;
+  open_gate = expected == 0;
+  current = -1;
+  step = fallbacks = 0;
+  trace = getenv("LANEPOOL_SCHED_TRACE") != NULL;
+  watchdog_ns = (uint64_t)(watchdog_us ? watchdog_us : 4000) * 1000u;
+  atomic_store(&active, true);
+  pthread_mutex_unlock(&m);
+  lanepool__inject_set_hook(sched_point);
+}
+
+void sched_end(sched_stats *out) {
+  pthread_mutex_lock(&m);
+  atomic_store(&active, false);
+  for (uint32_t i = 0; i < nslots; i++) pthread_cond_broadcast(&slots[i].cv);
+  current = -1;
+  if (out) *out = (sched_stats){step, fallbacks, nslots, overflow};
+  pthread_mutex_unlock(&m);
+  lanepool__inject_set_hook(NULL);
+}
+
+static const char *const point_names[] = {
+    "claim_publish", "close_discard", "park", "wake",  "timer_fire", "fork",   "drain_scan",
+    "cancel",        "spill",         "lend", "state", "counter",    "join",   "timer_heap",
+    "default",       "intake",        "free", "spin",  "block",      "resume", "exit"};
+_Static_assert(sizeof point_names / sizeof point_names[0] == LANEPOOL__AT_COUNT, "point names");
+
+static const char *point_name(int p) {
+  return p >= 0 && p < LANEPOOL__AT_COUNT ? point_names[p] : "?";
+}
+
+void sched_dump(int fd) { /* from a signal handler at the end: no lock, best effort */
+  char line[160];
+  int len = snprintf(line, sizeof line, "sched: step %llu, turn: %d, fallbacks %llu\n",
+                     (unsigned long long)step, current, (unsigned long long)fallbacks);
+  ssize_t ignored = write(fd, line, (size_t)len);
+  static const char *const states[] = {"?", "runnable", "free", "gone"};
+  for (uint32_t i = 0; i < nslots && i < MAX_THREADS; i++) {
+    int p = slots[i].last_point;
+    len = snprintf(line, sizeof line, "  thread %u %-15s %s%s, last point %s\n", i, slots[i].name,
+                   states[slots[i].state & 3], slots[i].scenario ? " (scenario)" : "",
+                   p >= 0 && p < LANEPOOL__AT_COUNT ? point_names[p] : "?");
+    ignored = write(fd, line, (size_t)len);
+  }
+  (void)ignored;
+}
+
+typedef struct {
+  void *(*fn)(void *);
+  void *arg;
+} spawn_args;
+
+static void *spawned(void *p) {
+  spawn_args a = *(spawn_args *)p;
+  free(p);
+  my_scenario = true;
+  sched_point(LANEPOOL__AT_RESUME); /* registers, waits for the gate and its turn */
+  void *r = a.fn(a.arg);
+  sched_point(LANEPOOL__AT_EXIT);
+  my_scenario = false;
+  return r;
+}
+
+int sched_spawn(pthread_t *thread, void *(*fn)(void *), void *arg) {
+  spawn_args *a = malloc(sizeof *a);
+  if (!a) return -1;
+  *a = (spawn_args){fn, arg};
+  int rc = pthread_create(thread, NULL, spawned, a);
+  if (rc) free(a);
+  return rc;
+}
