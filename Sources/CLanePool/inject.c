@@ -41,11 +41,21 @@ static uint64_t next(void) { /* xorshift64* */
   return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
+void lanepool__inject_on(int point, const void *word) {
+  lanepool__inject_hook_fn hook = atomic_load_explicit(&inject_hook, memory_order_acquire);
+  if (hook) {
+    atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
+    hook(point, word);
+  } else {
+    lanepool__inject(point);
+  }
+}
+
 void lanepool__inject(int point) {
   lanepool__inject_hook_fn hook = atomic_load_explicit(&inject_hook, memory_order_acquire);
   if (hook) {
     atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
-    hook(point);
+    hook(point, NULL);
     return;
   }
   if (point >= LANEPOOL__AT_SPIN) return; /* the scheduler's marks */

@@ -40,10 +40,11 @@ enum {
   LANEPOOL__AT_INTAKE,            /* before an intake change (rings, overflow, timers) */
   LANEPOOL__AT_FREE,              /* destroy: before the pool is freed */
   /* Marks (the scheduler's; no-ops for the seeded-yield mode): */
-  LANEPOOL__AT_SPIN,   /* in a loop waiting for another thread: pass the turn on */
-  LANEPOOL__AT_BLOCK,  /* right before a call that may block (futex, join, condvar) */
-  LANEPOOL__AT_RESUME, /* right after such a call returns */
-  LANEPOOL__AT_EXIT,   /* a pool thread about to end */
+  LANEPOOL__AT_SPIN,    /* in a loop waiting for another thread: pass the turn on */
+  LANEPOOL__AT_BLOCK,   /* right before a call that may block (futex, join, condvar) */
+  LANEPOOL__AT_RESUME,  /* right after such a call returns */
+  LANEPOOL__AT_EXIT,    /* a pool thread about to end */
+  LANEPOOL__AT_UNBLOCK, /* right after a call that may wake a blocked thread */
   LANEPOOL__AT_COUNT
 };
 
@@ -54,12 +55,17 @@ void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
 /* How many times each point was reached with injection on (for the test's report). */
 uint64_t lanepool__inject_hits(int point);
 void lanepool__inject(int point);
-/* NULL: the seeded-yield mode. Otherwise every point calls hook(point) instead. */
-typedef void (*lanepool__inject_hook_fn)(int point);
+/* A point about a futex word or a condition variable (the marks around blocking). */
+void lanepool__inject_on(int point, const void *word);
+/* NULL: the seeded-yield mode. Otherwise every point calls hook(point, word) instead
+ * (word NULL but for LANEPOOL_INJECT_ON). */
+typedef void (*lanepool__inject_hook_fn)(int point, const void *word);
 void lanepool__inject_set_hook(lanepool__inject_hook_fn hook);
-#define LANEPOOL_INJECT(point) lanepool__inject(point)
+#define LANEPOOL_INJECT(point)          lanepool__inject(point)
+#define LANEPOOL_INJECT_ON(point, word) lanepool__inject_on(point, (const void *)(word))
 #else
-#define LANEPOOL_INJECT(point) ((void)0)
+#define LANEPOOL_INJECT(point)          ((void)0)
+#define LANEPOOL_INJECT_ON(point, word) ((void)0)
 #endif
 
 #endif /* LANEPOOL_INJECT_H */

@@ -61,7 +61,7 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
 }
 
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
-  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
   int saved = errno;
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
   errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
@@ -69,7 +69,7 @@ void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
 }
 
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
-  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
   bool timed_out =
@@ -82,8 +82,9 @@ bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_
 
 void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
   int saved = errno;
-  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+  long woken = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
   errno = saved;
+  if (woken > 0) LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, word); /* the count: test builds only */
 }
 
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,

@@ -202,7 +202,7 @@ static void *timer_main(void *arg) {
     }
     uint64_t wake = next_check;
     if (t->len > 0 && t->heap[0].deadline < wake) wake = t->heap[0].deadline;
-    LANEPOOL_INJECT(LANEPOOL__AT_BLOCK); /* with the lock held: no RESUME mark after */
+    LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, &t->cond); /* lock held: no RESUME mark after */
     if (wake == UINT64_MAX) {
       pthread_cond_wait(&t->cond, &t->lock);
     } else {
@@ -267,6 +267,7 @@ static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t
   bool earliest = t->heap[0].seq == id;
   pthread_mutex_unlock(&t->lock);
   if (earliest) pthread_cond_signal(&t->cond);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (out) *out = id;
   return 0;
 }
@@ -337,6 +338,7 @@ void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, 
   t->stop = true;
   pthread_mutex_unlock(&t->lock);
   pthread_cond_signal(&t->cond);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (*count > 1) qsort(*cancelled, *count, sizeof **cancelled, compare_entries);
 }
 

@@ -22,8 +22,11 @@ enum { RUNNABLE = 1, FREE, GONE };
 
 typedef struct {
   int state;
-  int last_point; /* for sched_dump */
-  bool spinning;  /* its last point was LANEPOOL__AT_SPIN: it waits for another thread */
+  int last_point;   /* for sched_dump */
+  bool spinning;    /* its last point was LANEPOOL__AT_SPIN: it waits for another thread */
+  bool waited;      /* FREE, and a decision already waited for it in vain since the last wake */
+  bool joining;     /* FREE in a join: only a thread's exit brings it back */
+  const void *word; /* FREE in a futex or condvar wait on this: a wake of it brings it back */
   bool scenario;
   char name[16];
   int64_t prio;
@@ -48,6 +51,10 @@ static uint64_t step, fallbacks, turn_since_ns, watchdog_ns;
  * thread the kernel has not woken yet on a loaded machine must not lose its turn). */
 static bool taken;
 static bool trace; /* LANEPOOL_SCHED_TRACE=1: every decision to stderr */
+/* A decision put off for a free thread that may come back (see hand_on). */
+static bool pending;
+static int pending_exclude;
+static uint64_t pending_deadline, patience_ns, waits, vain;
 static const char *point_name(int p);
 
 static __thread uint64_t my_run;
@@ -87,11 +94,53 @@ static int pick(int exclude) {
   return best;
 }
 
-/* Caller holds m and has just given the turn up (or nobody had it). */
-static void hand_on(int exclude) {
+/* A free thread the strategy would rather run than `n` (a runnable one, or -1), and
+ * that may be about to come back: -1 if none. PCT: the free thread of highest
+ * priority above n's; random walk: a uniform pick over runnable and free threads
+ * that falls on a free one. Only threads not yet waited for in vain since the last
+ * wake-up (LANEPOOL__AT_UNBLOCK, a thread's exit) count. */
+static int free_rather(int n) {
+  int cand[MAX_THREADS], k = 0, runnable = 0;
+  for (uint32_t i = 0; i < nslots; i++) {
+    runnable += slots[i].state == RUNNABLE;
+    if (slots[i].state == FREE && !slots[i].waited) cand[k++] = (int)i;
+  }
+  if (k == 0) return -1;
+  if (strategy == SCHED_RANDOM) {
+    uint64_t r = next_random() % (uint64_t)(runnable + k);
+    return r < (uint64_t)runnable ? -1 : cand[r - (uint64_t)runnable];
+  }
+  int best = -1;
+  for (int i = 0; i < k; i++)
+    if ((n < 0 || slots[cand[i]].prio > slots[n].prio) &&
+        (best < 0 || slots[cand[i]].prio > slots[best].prio))
+      best = cand[i];
+  return best;
+}
+
+/* Caller holds m and has just given the turn up (or nobody had it). A thread that
+ * blocked in the kernel runs free and comes back at its next point: if the strategy
+ * prefers one that may come back (a wake-up happened since it blocked), the decision
+ * waits for it up to patience_ns (the watchdog then decides without it): without
+ * this, a thread woken from a join or a futex would always lose to whatever was
+ * runnable at that instant, and the low-priority side of a race would always win. */
+static void hand_on_now(int exclude, bool patient) {
   current = -1;
+  pending = false;
   if (!open_gate) return;
   int n = pick(exclude);
+  int w = patient && patience_ns ? free_rather(n) : -1;
+  if (w >= 0) {
+    if (trace)
+      fprintf(stderr, "sched: waiting for thread %d (%s, free after %s)\n", w, slots[w].name,
+              point_name(slots[w].last_point));
+    pending = true;
+    pending_exclude = exclude;
+    pending_deadline = now_ns() + patience_ns;
+    waits++;
+    pthread_cond_signal(&wd_cv);
+    return;
+  }
   if (n < 0) return;
   step++;
   current = n;
@@ -100,6 +149,15 @@ static void hand_on(int exclude) {
     fprintf(stderr, "sched: step %llu: thread %d (%s) at %s\n", (unsigned long long)step, n,
             slots[n].name, point_name(slots[n].last_point));
   pthread_cond_signal(&slots[n].cv);
+}
+
+static void hand_on(int exclude) { hand_on_now(exclude, true); }
+
+/* A wake-up (a futex wake that woke someone, a condvar signal; or a thread's exit):
+ * the free threads it may bring back are worth waiting for again. */
+static void woken(bool exit, const void *word) {
+  for (uint32_t i = 0; i < nslots; i++)
+    if (exit ? slots[i].joining : slots[i].word == word) slots[i].waited = false;
 }
 
 /* This thread's slot in the current run, registering it on its first point. */
@@ -122,7 +180,9 @@ static int self(void) {
   return i;
 }
 
-void sched_point(int point) {
+void sched_point(int point) { sched_point_on(point, NULL); }
+
+void sched_point_on(int point, const void *word) {
   if (!atomic_load_explicit(&active, memory_order_acquire)) return;
   pthread_mutex_lock(&m);
   int me = atomic_load_explicit(&active, memory_order_relaxed) ? self() : -1;
@@ -131,6 +191,7 @@ void sched_point(int point) {
     return;
   }
   slot_t *s = &slots[me];
+  int before = s->last_point;
   s->last_point = point;
   bool mine = current == me;
   switch (point) {
@@ -138,9 +199,17 @@ void sched_point(int point) {
   case LANEPOOL__AT_TIMER_FIRE: /* inside a lock: never switch here */
     if (mine) turn_since_ns = now_ns();
     break;
+  case LANEPOOL__AT_UNBLOCK:
+    woken(false, word);
+    if (mine) turn_since_ns = now_ns();
+    break;
   case LANEPOOL__AT_BLOCK:
   case LANEPOOL__AT_EXIT:
     s->state = point == LANEPOOL__AT_EXIT ? GONE : FREE;
+    s->waited = true; /* worth waiting for only after a wake-up */
+    s->joining = before == LANEPOOL__AT_JOIN;
+    s->word = word;
+    if (point == LANEPOOL__AT_EXIT) woken(true, NULL); /* a joiner may come back */
     if (mine || current < 0) hand_on(-1);
     break;
   default: {
@@ -168,15 +237,23 @@ static void *watchdog(void *arg) {
   pthread_mutex_lock(&m);
   for (;;) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t period = watchdog_ns / 4 ? watchdog_ns / 4 : 250000;
-    uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + period;
+    uint64_t at = now_ns() + period;
+    if (pending && pending_deadline < at) at = pending_deadline;
     ts.tv_sec = (time_t)(at / 1000000000u);
     ts.tv_nsec = (long)(at % 1000000000u);
     pthread_cond_timedwait(&wd_cv, &m, &ts);
     if (!atomic_load_explicit(&active, memory_order_relaxed) || !open_gate) continue;
+    if (pending && current < 0 && now_ns() >= pending_deadline) { /* nobody came back */
+      vain++;
+      for (uint32_t i = 0; i < nslots; i++)
+        if (slots[i].state == FREE) slots[i].waited = true;
+      hand_on_now(pending_exclude, false);
+      continue;
+    }
     if (current >= 0 && taken && now_ns() - turn_since_ns >= watchdog_ns) {
       slots[current].state = FREE;
+      slots[current].waited = true;
       fallbacks++;
       hand_on(-1);
     }
@@ -210,12 +287,15 @@ void sched_begin(uint64_t seed, sched_strategy strat, uint32_t pct_depth, uint32
   expected = expected_threads;
   open_gate = expected == 0;
   current = -1;
-  step = fallbacks = 0;
+  step = fallbacks = waits = vain = 0;
+  pending = false;
+  const char *pe = getenv("LANEPOOL_SCHED_PATIENCE_US");
+  patience_ns = (uint64_t)(pe ? atoi(pe) : 300) * 1000u;
   trace = getenv("LANEPOOL_SCHED_TRACE") != NULL;
   watchdog_ns = (uint64_t)(watchdog_us ? watchdog_us : 4000) * 1000u;
   atomic_store(&active, true);
   pthread_mutex_unlock(&m);
-  lanepool__inject_set_hook(sched_point);
+  lanepool__inject_set_hook(sched_point_on);
 }
 
 void sched_end(sched_stats *out) {
@@ -223,15 +303,17 @@ void sched_end(sched_stats *out) {
   atomic_store(&active, false);
   for (uint32_t i = 0; i < nslots; i++) pthread_cond_broadcast(&slots[i].cv);
   current = -1;
-  if (out) *out = (sched_stats){step, fallbacks, nslots, overflow};
+  pending = false;
+  if (out) *out = (sched_stats){step, fallbacks, waits, vain, nslots, overflow};
   pthread_mutex_unlock(&m);
   lanepool__inject_set_hook(NULL);
 }
 
 static const char *const point_names[] = {
-    "claim_publish", "close_discard", "park", "wake",  "timer_fire", "fork",   "drain_scan",
-    "cancel",        "spill",         "lend", "state", "counter",    "join",   "timer_heap",
-    "default",       "intake",        "free", "spin",  "block",      "resume", "exit"};
+    "claim_publish", "close_discard", "park",    "wake",   "timer_fire", "fork",
+    "drain_scan",    "cancel",        "spill",   "lend",   "state",      "counter",
+    "join",          "timer_heap",    "default", "intake", "free",       "spin",
+    "block",         "resume",        "exit",    "unblock"};
 _Static_assert(sizeof point_names / sizeof point_names[0] == LANEPOOL__AT_COUNT, "point names");
 
 static const char *point_name(int p) {

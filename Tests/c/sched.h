@@ -13,7 +13,9 @@
  * The marks: LANEPOOL__AT_BLOCK (a call that may block follows) gives the turn up and
  * leaves the thread free until its next point; LANEPOOL__AT_SPIN (a wait loop) passes
  * the turn to another runnable thread if there is one; LANEPOOL__AT_EXIT gives it up
- * for good. A thread that keeps the turn without reaching a point for `watchdog_us`
+ * for good; LANEPOOL__AT_UNBLOCK (a futex wake, a condvar signal) says a free thread
+ * may come back: the next decision waits for it a little (LANEPOOL_SCHED_PATIENCE_US,
+ * default 300) if the strategy prefers it. A thread that keeps the turn without reaching a point for `watchdog_us`
  * (blocked on a lock held by a waiting thread, or between two points for long) loses
  * it: counted as a fallback, it runs free until its next point.
  *
@@ -35,6 +37,8 @@ typedef enum { SCHED_PCT, SCHED_RANDOM } sched_strategy;
 typedef struct {
   uint64_t steps;     /* scheduling decisions */
   uint64_t fallbacks; /* turns the watchdog took back */
+  uint64_t waits;     /* decisions put off for a thread that might come back */
+  uint64_t vain;      /* ... that it did not come back for (patience ran out) */
   uint32_t threads;   /* threads that showed up */
   uint32_t overflow;  /* threads beyond the table: ran free */
 } sched_stats;
@@ -50,6 +54,8 @@ void sched_end(sched_stats *out);
 int sched_spawn(pthread_t *thread, void *(*fn)(void *), void *arg);
 /* A point of the scenario's own code (e.g. LANEPOOL__AT_SPIN in a wait loop). */
 void sched_point(int point);
+/* The hook itself: a point, with the futex word or condvar of a blocking mark. */
+void sched_point_on(int point, const void *word);
 const char *sched_strategy_name(sched_strategy s);
 /* Every thread's state and last point, to fd (for a hang report; takes no lock). */
 void sched_dump(int fd);

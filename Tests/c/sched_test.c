@@ -68,14 +68,14 @@ static const scenario scenarios[] = {
     {{OP_FOLLOW, OP_CANCEL, OP_NONE}, NULL},
     {{OP_FOLLOW, OP_DESTROY, OP_NONE}, NULL},
     {{OP_DRAIN, OP_DRAIN, OP_NONE}, NULL},
-    {{OP_DRAIN, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_DRAIN, OP_CANCEL, OP_NONE}, "defect 2 (hang: an escalation after the join)"},
     {{OP_CANCEL, OP_CANCEL, OP_NONE}, NULL},
     {{OP_DRAIN, OP_DESTROY, OP_NONE}, "defect 4 (ASan: use after free in wait_joined)"},
     {{OP_CANCEL, OP_DESTROY, OP_NONE}, "defect 4 (ASan: use after free in wait_joined)"},
     {{OP_DESTROY, OP_DESTROY, OP_NONE}, NULL},
-    {{OP_FOLLOW, OP_DRAIN, OP_CANCEL}, NULL},
-    {{OP_AFTER, OP_DRAIN, OP_CANCEL}, NULL},
-    {{OP_SYNC, OP_DRAIN, OP_CANCEL}, NULL},
+    {{OP_FOLLOW, OP_DRAIN, OP_CANCEL}, "defect 2 (hang: an escalation after the join)"},
+    {{OP_AFTER, OP_DRAIN, OP_CANCEL}, "defect 2 (hang: an escalation after the join)"},
+    {{OP_SYNC, OP_DRAIN, OP_CANCEL}, "defect 2 (hang: an escalation after the join)"},
     {{OP_ASYNC, OP_SYNC, OP_CANCEL}, NULL},
     {{OP_FOLLOW, OP_AFTER, OP_DRAIN}, NULL},
     {{OP_ASYNC, OP_DRAIN, OP_DESTROY}, "defect 4 (ASan: use after free in wait_joined)"},
@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
       sched_strategy st = k == 0 ? SCHED_PCT : SCHED_RANDOM;
       if (strat && strcmp(strat, sched_strategy_name(st)) != 0) continue;
-      uint64_t steps = 0, max_steps = 0, fallbacks = 0, done = 0;
+      uint64_t steps = 0, max_steps = 0, fallbacks = 0, waits = 0, vain = 0, done = 0;
       uint32_t pct_steps = 64; /* PCT's length estimate: the longest run seen so far */
       bool ok = true;
       char why[300];
@@ -408,6 +408,8 @@ int main(int argc, char **argv) {
         done++;
         steps += st_run.steps;
         fallbacks += st_run.fallbacks;
+        waits += st_run.waits;
+        vain += st_run.vain;
         if (st_run.steps > max_steps) max_steps = st_run.steps;
         if (st_run.steps > pct_steps) pct_steps = (uint32_t)st_run.steps;
         if (!ok) {
@@ -422,9 +424,12 @@ int main(int argc, char **argv) {
         failed++;
       total_runs += done;
       total_fallbacks += fallbacks;
-      printf("%-24s %-6s %5llu schedules, %6.1f steps avg, %4llu max, %llu fallbacks%s\n", name,
-             sched_strategy_name(st), (unsigned long long)done,
+      printf("%-24s %-6s %5llu schedules, %6.1f steps avg, %4llu max, %5.1f waits avg (%4.1f in "
+             "vain), %llu "
+             "fallbacks%s\n",
+             name, sched_strategy_name(st), (unsigned long long)done,
              done ? (double)steps / (double)done : 0.0, (unsigned long long)max_steps,
+             done ? (double)waits / (double)done : 0.0, done ? (double)vain / (double)done : 0.0,
              (unsigned long long)fallbacks, ok ? "" : "  FAILED");
       fflush(stdout);
     }
