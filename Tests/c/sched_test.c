@@ -19,7 +19,8 @@
  *      Tests/c/sched_test.c Tests/c/sched.c Sources/CLanePool/(all).c -o sched_test
  *   ./sched_test [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] [--list]
  * --runs: schedules per scenario and strategy (default 500), seeds S, S+1, ...
- * (default S = 1). A failure prints the line that replays it:
+ * (default S = 1). --fork runs each schedule in a child process and goes on after a
+ * failure (a hang, a sanitizer report): it counts the failing seeds, for a survey. A failure prints the line that replays it:
  *   ./sched_test --scenario NAME --strategy pct --seed S --runs 1
  * Scenarios that reveal a defect not fixed yet are skipped unless
  * LANEPOOL_SCHED_KNOWN=1 (or named with --scenario); the table says which defect.
@@ -40,11 +41,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-enum { OP_ASYNC, OP_SYNC, OP_AFTER, OP_FOLLOW, OP_DRAIN, OP_CANCEL, OP_DESTROY, OP_NONE = -1 };
-static const char *const op_names[] = {"async", "sync",   "after",  "follow",
-                                       "drain", "cancel", "destroy"};
+enum {
+  OP_ASYNC,
+  OP_SYNC,
+  OP_AFTER,
+  OP_FOLLOW,
+  OP_FOLLOW_AFTER,
+  OP_DRAIN,
+  OP_CANCEL,
+  OP_DESTROY,
+  OP_NONE = -1
+};
+static const char *const op_names[] = {"async",           "sync",  "after",  "follow",
+                                       "timer-from-task", "drain", "cancel", "destroy"};
 
 typedef struct {
   int ops[3];
@@ -67,6 +80,9 @@ static const scenario scenarios[] = {
     {{OP_FOLLOW, OP_DRAIN, OP_NONE}, NULL},
     {{OP_FOLLOW, OP_CANCEL, OP_NONE}, NULL},
     {{OP_FOLLOW, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_DESTROY, OP_NONE}, NULL},
     {{OP_DRAIN, OP_DRAIN, OP_NONE}, NULL},
     {{OP_DRAIN, OP_CANCEL, OP_NONE}, "defect 2 (hang: an escalation after the join)"},
     {{OP_CANCEL, OP_CANCEL, OP_NONE}, NULL},
@@ -129,6 +145,15 @@ static void follow_fn(void *ctx) {
     atomic_store(&accepted[id + 1], 1);
 }
 
+/* A task that sets a timer due at once, from its lane (an own submit: a draining pool
+ * takes it). */
+static void follow_after_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  if (lanepool_lane_async_after(lane_b, lanepool_now_ns(), task_fn, id_ctx(id + 1), NULL) == 0)
+    atomic_store(&accepted[id + 1], 1);
+}
+
 static void discard_fn(lanepool_fn fn, void *ctx, void *arg) {
   (void)fn;
   (void)arg;
@@ -164,6 +189,11 @@ static void *op_thread(void *p) {
   case OP_FOLLOW:
     atomic_store(&entered[idx], 1);
     op_rc[idx] = lanepool_lane_async(lane_a, follow_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_FOLLOW_AFTER:
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_lane_async(lane_a, follow_after_fn, id_ctx(id));
     if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
     break;
   case OP_DRAIN:
@@ -218,6 +248,7 @@ extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__
 
 static int passed, failed;
 static unsigned hang_cap_s = 30;
+static bool fork_mode;
 
 static lanepool_t *make_pool(void) {
   lanepool_config_t cfg;
@@ -248,6 +279,7 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     case OP_ASYNC:
     case OP_AFTER:
     case OP_FOLLOW:
+    case OP_FOLLOW_AFTER:
       ok = rc_in(rc, 0, ESHUTDOWN, 0);
       break;
     case OP_SYNC:
@@ -336,10 +368,39 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
   return books_balance(sc, why, cap);
 }
 
+/* --fork: the schedule runs in a child, so that a hang or a sanitizer report ends that
+ * schedule only. 0: it passed; 1: books; 2: hang; 3: anything else. */
+static int run_forked(const scenario *sc, sched_strategy st, uint64_t seed, uint32_t pct_steps,
+                      sched_stats *stats) {
+  static sched_stats *shared;
+  if (!shared) {
+    shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) abort();
+  }
+  memset(shared, 0, sizeof *shared);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) abort();
+  if (pid == 0) {
+    char why[300];
+    bool ok = run_one(sc, st, seed, pct_steps, shared, why, sizeof why);
+    if (!ok) fprintf(stderr, "FAIL %s: %s\n", run_desc, why);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  *stats = *shared;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1) return 1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return 2;
+  return 3;
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: %s [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] "
-          "[--list]\n",
+          "[--fork] [--list]\n",
           argv0);
   return 2;
 }
@@ -357,6 +418,10 @@ int main(int argc, char **argv) {
                scenarios[s].known ? scenarios[s].known : "");
       }
       return 0;
+    }
+    if (strcmp(argv[i], "--fork") == 0) {
+      fork_mode = true;
+      continue;
     }
     if (i + 1 >= argc) return usage();
     if (strcmp(argv[i], "--runs") == 0)
@@ -402,9 +467,18 @@ int main(int argc, char **argv) {
       uint32_t pct_steps = 64; /* PCT's length estimate: the longest run seen so far */
       bool ok = true;
       char why[300];
-      for (uint64_t r = 0; r < runs && ok; r++) {
+      uint64_t bad[4] = {0}, first_bad[4] = {0}; /* --fork: books, hang, crash/sanitizer */
+      for (uint64_t r = 0; r < runs && (ok || fork_mode); r++) {
         sched_stats st_run;
-        ok = run_one(sc, st, first_seed + r, pct_steps, &st_run, why, sizeof why);
+        if (fork_mode) {
+          int kind = run_forked(sc, st, first_seed + r, pct_steps, &st_run);
+          if (kind) {
+            if (!bad[kind]++) first_bad[kind] = first_seed + r;
+            ok = false;
+          }
+        } else {
+          ok = run_one(sc, st, first_seed + r, pct_steps, &st_run, why, sizeof why);
+        }
         done++;
         steps += st_run.steps;
         fallbacks += st_run.fallbacks;
@@ -412,7 +486,7 @@ int main(int argc, char **argv) {
         vain += st_run.vain;
         if (st_run.steps > max_steps) max_steps = st_run.steps;
         if (st_run.steps > pct_steps) pct_steps = (uint32_t)st_run.steps;
-        if (!ok) {
+        if (!ok && !fork_mode) {
           fprintf(stderr, "FAIL %s %s seed %llu: %s\n  replay: %s %s\n", name,
                   sched_strategy_name(st), (unsigned long long)(first_seed + r), why, argv0,
                   run_desc);
@@ -431,6 +505,13 @@ int main(int argc, char **argv) {
              done ? (double)steps / (double)done : 0.0, (unsigned long long)max_steps,
              done ? (double)waits / (double)done : 0.0, done ? (double)vain / (double)done : 0.0,
              (unsigned long long)fallbacks, ok ? "" : "  FAILED");
+      static const char *const kinds[] = {"", "books", "hang", "crash or sanitizer report"};
+      for (int kind = 1; kind < 4; kind++)
+        if (bad[kind])
+          printf("    %llu schedules failed (%s), first seed %llu: %s --scenario %s --strategy %s "
+                 "--seed %llu --runs 1\n",
+                 (unsigned long long)bad[kind], kinds[kind], (unsigned long long)first_bad[kind],
+                 argv0, name, sched_strategy_name(st), (unsigned long long)first_bad[kind]);
       fflush(stdout);
     }
   }
