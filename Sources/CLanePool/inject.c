@@ -17,9 +17,11 @@ static _Atomic uint64_t inject_threads; /* gives each thread its own stream */
 static _Atomic uint64_t inject_hits[LANEPOOL__AT_COUNT];
 static __thread uint64_t stream;
 static __thread uint64_t stream_seed;
-static _Atomic(lanepool__inject_hook_fn) inject_hook;
+static _Atomic(lanepool__inject_scheduler_fn) inject_scheduler;
 
-void lanepool__inject_set_hook(lanepool__inject_hook_fn hook) { atomic_store(&inject_hook, hook); }
+void lanepool__inject_set_scheduler(lanepool__inject_scheduler_fn hook) {
+  atomic_store(&inject_scheduler, hook);
+}
 
 void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us) {
   atomic_store(&inject_threads, 0);
@@ -42,7 +44,8 @@ static uint64_t next(void) { /* xorshift64* */
 }
 
 void lanepool__inject_on(int point, const void *word) {
-  lanepool__inject_hook_fn hook = atomic_load_explicit(&inject_hook, memory_order_acquire);
+  lanepool__inject_scheduler_fn hook =
+      atomic_load_explicit(&inject_scheduler, memory_order_acquire);
   if (hook) {
     atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
     hook(point, word);
@@ -52,7 +55,8 @@ void lanepool__inject_on(int point, const void *word) {
 }
 
 void lanepool__inject(int point) {
-  lanepool__inject_hook_fn hook = atomic_load_explicit(&inject_hook, memory_order_acquire);
+  lanepool__inject_scheduler_fn hook =
+      atomic_load_explicit(&inject_scheduler, memory_order_acquire);
   if (hook) {
     atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
     hook(point, NULL);

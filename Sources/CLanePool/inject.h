@@ -8,8 +8,8 @@
  * lane between its last emptiness check and its futex wait...) are hit on purpose and
  * reproducibly: the same seed gives the same decision sequence per thread.
  *
- * A test may instead install a hook (lanepool__inject_set_hook): every point then calls
- * it and nothing else. Tests/c/sched.c installs a controlled scheduler that way: the
+ * A test may instead install a scheduler (lanepool__inject_set_scheduler): every point
+ * then calls it and nothing else. Tests/c/sched.c installs a controlled scheduler that way: the
  * threads of a scenario run one at a time and, at each point, a seeded strategy picks
  * who runs next. The points from LANEPOOL__AT_STATE on exist for it: shared-state
  * accesses of the life cycle, and the marks around blocking calls (a thread about to
@@ -59,8 +59,8 @@ void lanepool__inject(int point);
 void lanepool__inject_on(int point, const void *word);
 /* NULL: the seeded-yield mode. Otherwise every point calls hook(point, word) instead
  * (word NULL but for LANEPOOL_INJECT_ON). */
-typedef void (*lanepool__inject_hook_fn)(int point, const void *word);
-void lanepool__inject_set_hook(lanepool__inject_hook_fn hook);
+typedef void (*lanepool__inject_scheduler_fn)(int point, const void *word);
+void lanepool__inject_set_scheduler(lanepool__inject_scheduler_fn hook);
 #define LANEPOOL_INJECT(point)          lanepool__inject(point)
 #define LANEPOOL_INJECT_ON(point, word) lanepool__inject_on(point, (const void *)(word))
 #else

@@ -295,7 +295,7 @@ void sched_begin(uint64_t seed, sched_strategy strat, uint32_t pct_depth, uint32
   watchdog_ns = (uint64_t)(watchdog_us ? watchdog_us : 4000) * 1000u;
   atomic_store(&active, true);
   pthread_mutex_unlock(&m);
-  lanepool__inject_set_hook(sched_point_on);
+  lanepool__inject_set_scheduler(sched_point_on);
 }
 
 void sched_end(sched_stats *out) {
@@ -306,7 +306,7 @@ void sched_end(sched_stats *out) {
   pending = false;
   if (out) *out = (sched_stats){step, fallbacks, waits, vain, nslots, overflow};
   pthread_mutex_unlock(&m);
-  lanepool__inject_set_hook(NULL);
+  lanepool__inject_set_scheduler(NULL);
 }
 
 static const char *const point_names[] = {
