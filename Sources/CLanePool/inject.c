@@ -17,6 +17,14 @@ static _Atomic uint64_t inject_threads; /* gives each thread its own stream */
 static _Atomic uint64_t inject_hits[LANEPOOL__AT_COUNT];
 static __thread uint64_t stream;
 static __thread uint64_t stream_seed;
+static _Atomic(lanepool__inject_hook_fn) inject_hook;
+static _Atomic(void *) inject_hook_arg;
+
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook, void *arg) {
+  atomic_store(&inject_hook, NULL);
+  atomic_store(&inject_hook_arg, arg);
+  atomic_store(&inject_hook, hook);
+}
 
 void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us) {
   atomic_store(&inject_threads, 0);
@@ -39,6 +47,8 @@ static uint64_t next(void) { /* xorshift64* */
 }
 
 void lanepool__inject(int point) {
+  lanepool__inject_hook_fn hook = atomic_load(&inject_hook);
+  if (hook) hook(point, atomic_load(&inject_hook_arg));
   uint64_t seed = atomic_load_explicit(&inject_seed, memory_order_relaxed);
   if (seed == 0) return;
   if (stream_seed != seed || stream == 0) {

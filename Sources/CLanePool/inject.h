@@ -24,6 +24,10 @@ enum {
   LANEPOOL__AT_CANCEL,            /* lane: on seeing cancel, before its sync walk */
   LANEPOOL__AT_SPILL,             /* overflow list: between append (or take) and count */
   LANEPOOL__AT_LEND,              /* inline sync: after borrowing, before giving back */
+  LANEPOOL__AT_ESCALATE,          /* lifecycle: a cancel claimed the escalation of a drain */
+  LANEPOOL__AT_QUIESCENT,         /* lifecycle: the drain's driver found quiescence */
+  LANEPOOL__AT_JOIN_WAIT,         /* lifecycle: a shutdown waiter woke, before its re-check */
+  LANEPOOL__AT_CALLS_SCAN,        /* destroy: between two callers' records */
   LANEPOOL__AT_COUNT
 };
 
@@ -34,6 +38,11 @@ void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
 /* How many times each point was reached with injection on (for the test's report). */
 uint64_t lanepool__inject_hits(int point);
 void lanepool__inject(int point);
+/* A test's own hook, called first at every point reached (by any thread) while set;
+ * NULL removes it. For scenarios that must stop one thread at one point until another
+ * has done something (the hook decides by point and by its own thread-local state). */
+typedef void (*lanepool__inject_hook_fn)(int point, void *arg);
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook, void *arg);
 #define LANEPOOL_INJECT(point) lanepool__inject(point)
 #else
 #define LANEPOOL_INJECT(point) ((void)0)
