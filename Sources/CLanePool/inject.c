@@ -17,6 +17,15 @@ static _Atomic uint64_t inject_threads; /* gives each thread its own stream */
 static _Atomic uint64_t inject_hits[LANEPOOL__AT_COUNT];
 static __thread uint64_t stream;
 static __thread uint64_t stream_seed;
+static _Atomic(lanepool__inject_hook_fn) inject_hook;
+static _Atomic(void *) inject_hook_arg;
+
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook, void *arg) {
+  atomic_store(&inject_hook, NULL);
+  atomic_store(&inject_hook_arg, arg);
+  atomic_store(&inject_hook, hook);
+}
+
 static _Atomic(lanepool__inject_scheduler_fn) inject_scheduler;
 
 void lanepool__inject_set_scheduler(lanepool__inject_scheduler_fn hook) {
@@ -55,11 +64,13 @@ void lanepool__inject_on(int point, const void *word) {
 }
 
 void lanepool__inject(int point) {
-  lanepool__inject_scheduler_fn hook =
+  lanepool__inject_hook_fn hook = atomic_load(&inject_hook);
+  if (hook) hook(point, atomic_load(&inject_hook_arg));
+  lanepool__inject_scheduler_fn scheduler =
       atomic_load_explicit(&inject_scheduler, memory_order_acquire);
-  if (hook) {
+  if (scheduler) {
     atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
-    hook(point, NULL);
+    scheduler(point, NULL);
     return;
   }
   if (point >= LANEPOOL__AT_SPIN) return; /* the scheduler's marks */

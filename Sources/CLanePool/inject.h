@@ -32,6 +32,10 @@ enum {
   LANEPOOL__AT_CANCEL,            /* lane: on seeing cancel, before its sync walk */
   LANEPOOL__AT_SPILL,             /* overflow list: between append (or take) and count */
   LANEPOOL__AT_LEND,              /* inline sync: after borrowing, before giving back */
+  LANEPOOL__AT_ESCALATE,          /* lifecycle: a cancel claimed the escalation of a drain */
+  LANEPOOL__AT_QUIESCENT,         /* lifecycle: the drain's driver found quiescence */
+  LANEPOOL__AT_JOIN_WAIT,         /* lifecycle: a shutdown waiter woke, before its re-check */
+  LANEPOOL__AT_CALLS_SCAN,        /* destroy: between two callers' records */
   LANEPOOL__AT_STATE,             /* before a read or a change of the pool's state word */
   LANEPOOL__AT_COUNTER,           /* before a drain counter or drain_events moves */
   LANEPOOL__AT_JOIN,              /* before a join, or a wait for JOINED */
@@ -55,9 +59,14 @@ void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
 /* How many times each point was reached with injection on (for the test's report). */
 uint64_t lanepool__inject_hits(int point);
 void lanepool__inject(int point);
+/* A test's own hook, called first at every point reached (by any thread) while set;
+ * NULL removes it. For scenarios that must stop one thread at one point until another
+ * has done something (the hook decides by point and by its own thread-local state). */
+typedef void (*lanepool__inject_hook_fn)(int point, void *arg);
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook, void *arg);
 /* A point about a futex word or a condition variable (the marks around blocking). */
 void lanepool__inject_on(int point, const void *word);
-/* NULL: the seeded-yield mode. Otherwise every point calls hook(point, word) instead
+/* NULL: the seeded-yield mode. Otherwise every point calls hook(point, word) instead of it
  * (word NULL but for LANEPOOL_INJECT_ON). */
 typedef void (*lanepool__inject_scheduler_fn)(int point, const void *word);
 void lanepool__inject_set_scheduler(lanepool__inject_scheduler_fn hook);

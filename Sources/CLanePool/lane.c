@@ -425,9 +425,7 @@ static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, vo
   return spill_push(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
 }
 
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags) {
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, unsigned flags) {
   int rc = push_once(lane, fn, ctx, arg, flags);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     /* The pool drains: only its own lanes may still add work (the drain's tail). */
@@ -449,6 +447,18 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
   lanepool_lane_t *cur = lanepool__current;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
   return 0;
+}
+
+/* A call under way from before the task is published to after its wake: destroy
+ * waits for it (calls.c), since the task may run and its owner destroy the pool
+ * before this thread is out. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_push(lane, fn, ctx, arg, flags);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 /* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
@@ -761,7 +771,7 @@ static void lane_loop(lanepool_lane_t *lane) {
      * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
      * start another task. */
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING) {
+    if (lanepool__life_cancelling(pool)) {
       cancel_queued_syncs(lane);
       break;
     }
@@ -978,6 +988,7 @@ int lanepool_lane_async2_flags(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, 
 static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
                            void *const *args, size_t count, size_t *accepted) {
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane); /* as in lanepool__lane_push */
   uint64_t done = 0;
   int rc = lane_push_many(lane, fn, ctxs, args, count, false, &done);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0)) {
@@ -990,6 +1001,7 @@ static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *c
     done += more;
   }
   if (done) wake_if_parked(lane);
+  lanepool__call_leave(outer);
   if (accepted) *accepted = (size_t)done;
   return rc;
 }
@@ -1043,13 +1055,22 @@ typedef struct lanepool__sync {
   _Atomic uint32_t state; /* 0 pending, 1 ran, 2 discarded */
 } lanepool__sync;
 
-static void sync_trampoline(void *arg) {
+static void sync_ran(void *arg) {
   lanepool__sync *s = arg;
-  s->fn(s->ctx);
   atomic_store_explicit(&s->state, 1, memory_order_release);
   /* The waiter may return (and its frame be reused) as soon as it sees state 1; a
    * stray wake on that address is harmless because every futex waiter loops. */
   lanepool__futex_wake(&s->state, 1);
+}
+
+/* A function that ends the lane's thread (pthread_exit) still ran: its caller is
+ * answered on the way out (the cleanup handler), then the lane goes on in a successor
+ * thread (thread_lost). */
+static void sync_trampoline(void *arg) {
+  lanepool__sync *s = arg;
+  pthread_cleanup_push(sync_ran, s);
+  s->fn(s->ctx);
+  pthread_cleanup_pop(1);
 }
 
 /* Called by shutdown(CANCEL) for each discarded sync task: wakes its waiter. */
@@ -1114,8 +1135,7 @@ static bool lane_borrow(lanepool_lane_t *lane) {
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-  if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) &&
-      atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
+  if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) && lanepool__life_open(lane->pool))
     return true;
   lane_finish_lent(lane); /* queued work runs first (FIFO), or the pool is stopping */
   return false;

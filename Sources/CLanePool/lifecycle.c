@@ -107,13 +107,27 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
   join_lanes(pool, started_lanes);
 }
 
-void lanepool__drain_idle(lanepool_t *pool) {
+/* ---- the state word: the only writer ------------------------------------------ */
+
+/* The one transition primitive: `from` -> `to` (to > from) by CAS, or nothing. */
+static bool advance(lanepool_t *pool, uint32_t from, uint32_t to) {
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  return atomic_compare_exchange_strong_explicit(&pool->state, &from, to, memory_order_seq_cst,
+                                                 memory_order_seq_cst);
+}
+
+static uint32_t life(const lanepool_t *pool) {
+  return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire);
+}
+
+/* An event from a lower layer: a lane went idle, a lent run ended, a timer fired or
+ * was cancelled. It matters only to a drain's driver, which may be waiting for it. */
+void lanepool__drain_idle(lanepool_t *pool) {
   /* Pairs with the fence after the driver's change of state: if this load still sees
-   * RUNNING, the driver's scans see everything this thread did before the fence. */
+   * OPEN, the driver's scans see everything this thread did before the fence. */
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   atomic_thread_fence(memory_order_seq_cst);
-  uint32_t s = atomic_load_explicit(&pool->state, memory_order_relaxed);
-  if (s != LANEPOOL__DRAINING && s != LANEPOOL__ESCALATING) return;
+  if (atomic_load_explicit(&pool->state, memory_order_relaxed) != LANEPOOL__LIFE_DRAINING) return;
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
   lanepool__futex_wake(&pool->drain_events, INT_MAX);
@@ -132,41 +146,62 @@ static bool quiescent(lanepool_t *pool) {
   return accepted == finished;
 }
 
-static void set_joined(lanepool_t *pool) {
-  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-  atomic_store_explicit(&pool->state, LANEPOOL__JOINED, memory_order_seq_cst);
+/* The driver's last step: CLOSING or CANCELLING -> JOINED. */
+static void set_joined(lanepool_t *pool, uint32_t from) {
+  if (!advance(pool, from, LANEPOOL__LIFE_JOINED)) abort(); /* only the driver leaves these */
   lanepool__futex_wake(&pool->state, INT_MAX);
 }
 
 static void wait_joined(lanepool_t *pool) {
   uint32_t s;
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
-  while ((s = atomic_load_explicit(&pool->state, memory_order_acquire)) != LANEPOOL__JOINED)
+  while ((s = life(pool)) < LANEPOOL__LIFE_JOINED) {
     lanepool__futex_wait(&pool->state, s);
+    LANEPOOL_INJECT(LANEPOOL__AT_JOIN_WAIT);
+  }
 }
 
-/* DRAIN, driven to the end. Returns false if a cancel escalated it (state is then
- * CANCELLING and pool->discard is set). */
+/* DRAIN, driven to the end. Returns false if a cancel escalated it first (the state
+ * is then CANCELLING and pool->discard is set); true once the drain committed
+ * (CLOSING) and every thread was joined. */
 static bool drive_drain(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   lanes_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   atomic_thread_fence(memory_order_seq_cst); /* pairs with lanepool__drain_idle */
+  bool timers_closed = false;
   for (;;) {
     uint32_t ev = atomic_load_explicit(&pool->drain_events, memory_order_seq_cst);
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING)
-      return false;
-    if (quiescent(pool)) break;
+    if (life(pool) == LANEPOOL__LIFE_CANCELLING) return false;
+    if (quiescent(pool)) {
+      LANEPOOL_INJECT(LANEPOOL__AT_QUIESCENT);
+      if (timers_closed) break;
+      /* Nothing runs, nothing is queued, no timer is pending. A continuation from
+       * outside may still come (and its task may set a timer): timers close now, and
+       * a second balance proves that none was accepted before they did (a timer
+       * accepted in between is waited for and fires). */
+      LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
+      lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+      timers_closed = true;
+      continue;
+    }
     lanepool__futex_wait(&pool->drain_events, ev);
   }
-  /* Quiescent: nothing runs, nothing is queued, no timer is pending; close for good. */
+  /* Commit: from here a cancel no longer escalates (it waits, EALREADY). If one got in
+   * first, its CAS won: go on as a cancel, and what the balance saw is discarded. */
+  if (!advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CLOSING)) return false;
+  /* Work a continuation brings after the balance is in a ring before its CLOSED bit:
+   * the lane runs it before it exits (what that task submits once intake is closed is
+   * refused, ESHUTDOWN, never dropped). No timer can be pending: none was at the
+   * second balance and none could be added since. */
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
   lanepool__timer_entry *left;
   size_t n;
-  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_stop(pool, &left, &n);
-  free(left); /* n == 0: every pending timer was counted, so the heap is empty */
-  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  if (n) abort(); /* the balance above proves the heap empty */
+  free(left);
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
@@ -196,48 +231,62 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
 
 /* ---- public ----------------------------------------------------------------- */
 
-int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_discard_fn discard,
-                      void *discard_arg) {
-  if (!pool) return EINVAL;
-  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+static int shutdown_call(lanepool_t *pool, lanepool_shutdown_mode_t mode,
+                         lanepool_discard_fn discard, void *discard_arg) {
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   if (pool->is_default) return EPERM;
   if (lanepool__in_callback == pool) return EALREADY; /* inside this very shutdown */
   if (lanepool__pool_thread == pool) return EDEADLK;
 
-  uint32_t want = mode == LANEPOOL_SHUTDOWN_DRAIN ? LANEPOOL__DRAINING : LANEPOOL__CANCELLING;
-  uint32_t s = LANEPOOL__RUNNING;
-  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-  if (atomic_compare_exchange_strong_explicit(&pool->state, &s, want, memory_order_seq_cst,
-                                              memory_order_seq_cst)) {
-    if (mode == LANEPOOL_SHUTDOWN_CANCEL || !drive_drain(pool)) {
-      if (mode == LANEPOOL_SHUTDOWN_DRAIN) { /* escalated: the escalator's callback */
-        discard = pool->discard;
-        discard_arg = pool->discard_arg;
-      }
-      drive_cancel(pool, discard, discard_arg);
+  bool drain = mode == LANEPOOL_SHUTDOWN_DRAIN;
+  /* OPEN -> DRAINING or CANCELLING: this caller drives the shutdown to JOINED. */
+  if (advance(pool, LANEPOOL__LIFE_OPEN,
+              drain ? LANEPOOL__LIFE_DRAINING : LANEPOOL__LIFE_CANCELLING)) {
+    if (drain && drive_drain(pool)) {
+      set_joined(pool, LANEPOOL__LIFE_CLOSING);
+      return 0;
     }
-    set_joined(pool);
+    if (drain) { /* escalated: the escalator's callback */
+      discard = pool->discard;
+      discard_arg = pool->discard_arg;
+    }
+    drive_cancel(pool, discard, discard_arg);
+    set_joined(pool, LANEPOOL__LIFE_CANCELLING);
     return 0;
   }
-  /* Someone else drives. A cancel escalates a drain: once, by one caller. */
+  /* Someone else drives. A cancel escalates a drain that has not committed: one
+   * caller claims the escalation, leaves its callback for the driver, then tries
+   * DRAINING -> CANCELLING (it fails if the drain committed meanwhile). */
+  uint32_t none = 0;
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL && s == LANEPOOL__DRAINING &&
-      atomic_compare_exchange_strong_explicit(&pool->state, &s, LANEPOOL__ESCALATING,
-                                              memory_order_seq_cst, memory_order_seq_cst)) {
-    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  if (!drain && life(pool) == LANEPOOL__LIFE_DRAINING &&
+      atomic_compare_exchange_strong_explicit(&pool->escalation, &none, 1, memory_order_seq_cst,
+                                              memory_order_seq_cst)) {
     pool->discard = discard;
     pool->discard_arg = discard_arg;
-    atomic_store_explicit(&pool->state, LANEPOOL__CANCELLING, memory_order_release);
-    LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
-    atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
-    lanepool__futex_wake(&pool->drain_events, INT_MAX);
-    wait_joined(pool);
-    return 0;
+    LANEPOOL_INJECT(LANEPOOL__AT_ESCALATE);
+    if (advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CANCELLING)) {
+      LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+      atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
+      lanepool__futex_wake(&pool->drain_events, INT_MAX);
+      wait_joined(pool);
+      return 0;
+    }
   }
   wait_joined(pool);
   return EALREADY;
+}
+
+int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_discard_fn discard,
+                      void *discard_arg) {
+  if (!pool) return EINVAL;
+  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+  /* A call under way: destroy waits until it has returned (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = shutdown_call(pool, mode, discard, discard_arg);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_destroy(lanepool_t *pool) {
@@ -265,6 +314,10 @@ int lanepool_destroy(lanepool_t *pool) {
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */
   (void)lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
   wait_joined(pool);
+  /* Other threads may still be inside a call on the pool: shutdown callers on their
+   * way out of the join wait, a submitter whose task ran before its wake returned. */
+  lanepool__calls_wait(pool);
+  if (!advance(pool, LANEPOOL__LIFE_JOINED, LANEPOOL__LIFE_DESTROYED)) abort();
   LANEPOOL_INJECT(LANEPOOL__AT_FREE);
   lanepool__pool_free(pool);
   return 0;

@@ -233,10 +233,23 @@ int lanepool__timers_start(lanepool_t *pool) {
   return rc;
 }
 
+static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                            lanepool_fn fn, void *ctx, lanepool_timer_t *out);
+
 static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
                      lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   /* Before any lock: in a fork child the lock may have been held by a parent thread. */
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  /* A call under way until the signal below: the timer may fire, run, and its owner
+   * destroy the pool before this thread is out (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = add_timer_locked(pool, lane, band, deadline, fn, ctx, out);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                            lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   lanepool__timers *t = &pool->timers;
   LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
@@ -288,11 +301,13 @@ int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline
 int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out) {
   if (!pool) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(pool); /* until its event is told (calls.c) */
   lanepool__timers *t = &pool->timers;
   LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   if (timer == 0 || timer >= t->next_id) {
     pthread_mutex_unlock(&t->lock);
+    lanepool__call_leave(outer);
     return EINVAL;
   }
   int rc = EALREADY;
@@ -307,6 +322,7 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
   }
   pthread_mutex_unlock(&t->lock);
   if (rc == 0) lanepool__drain_idle(pool); /* maybe the last thing a drain waited for */
+  lanepool__call_leave(outer);
   return rc;
 }
 

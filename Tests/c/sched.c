@@ -252,6 +252,9 @@ static void *watchdog(void *arg) {
       continue;
     }
     if (current >= 0 && taken && now_ns() - turn_since_ns >= watchdog_ns) {
+      if (trace)
+        fprintf(stderr, "sched: fallback: thread %d (%s) ran %s past %s\n", current,
+                slots[current].name, "4 ms", point_name(slots[current].last_point));
       slots[current].state = FREE;
       slots[current].waited = true;
       fallbacks++;
@@ -310,10 +313,11 @@ void sched_end(sched_stats *out) {
 }
 
 static const char *const point_names[] = {
-    "claim_publish", "close_discard", "park",    "wake",   "timer_fire", "fork",
-    "drain_scan",    "cancel",        "spill",   "lend",   "state",      "counter",
-    "join",          "timer_heap",    "default", "intake", "free",       "spin",
-    "block",         "resume",        "exit",    "unblock"};
+    "claim_publish", "close_discard", "park",  "wake",    "timer_fire", "fork",
+    "drain_scan",    "cancel",        "spill", "lend",    "escalate",   "quiescent",
+    "join_wait",     "calls_scan",    "state", "counter", "join",       "timer_heap",
+    "default",       "intake",        "free",  "spin",    "block",      "resume",
+    "exit",          "unblock"};
 _Static_assert(sizeof point_names / sizeof point_names[0] == LANEPOOL__AT_COUNT, "point names");
 
 static const char *point_name(int p) {

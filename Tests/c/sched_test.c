@@ -249,6 +249,7 @@ extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__
 static int passed, failed;
 static unsigned hang_cap_s = 30;
 static bool fork_mode;
+static uint32_t watchdog_us = 4000; /* LANEPOOL_SCHED_WATCHDOG_US */
 
 static lanepool_t *make_pool(void) {
   lanepool_config_t cfg;
@@ -350,7 +351,7 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
   if (lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane_a) ||
       lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, 0, &lane_b))
     abort();
-  sched_begin(seed, st, 3, pct_steps, (uint32_t)n, 4000);
+  sched_begin(seed, st, 3, pct_steps, (uint32_t)n, watchdog_us);
   pthread_t t[3];
   for (int i = 0; i < n; i++)
     if (sched_spawn(&t[i], op_thread, (void *)(intptr_t)i)) abort();
@@ -438,6 +439,8 @@ int main(int argc, char **argv) {
   if (strat && strcmp(strat, "pct") != 0 && strcmp(strat, "random") != 0) return usage();
   const char *cap_env = getenv("LANEPOOL_SCHED_CAP_S");
   if (cap_env && atoi(cap_env) > 0) hang_cap_s = (unsigned)atoi(cap_env);
+  const char *wd_env = getenv("LANEPOOL_SCHED_WATCHDOG_US");
+  if (wd_env && atoi(wd_env) > 0) watchdog_us = (uint32_t)atoi(wd_env);
   const char *known_env = getenv("LANEPOOL_SCHED_KNOWN");
   bool run_known = known_env && strcmp(known_env, "1") == 0;
   signal(SIGALRM, on_alarm);
