@@ -23,13 +23,14 @@ enum { RUNNABLE = 1, FREE, GONE };
 typedef struct {
   int state;
   int last_point;   /* for sched_dump */
-  bool spinning;    /* its last point was LANEPOOL__AT_SPIN: it waits for another thread */
+  bool spinning;    /* spun since the last step of a thread that does not spin */
   bool waited;      /* FREE, and a decision already waited for it in vain since the last wake */
   bool joining;     /* FREE in a join: only a thread's exit brings it back */
   const void *word; /* FREE in a futex or condvar wait on this: a wake of it brings it back */
   bool scenario;
   char name[16];
   int64_t prio;
+  uint64_t key; /* from the seed and the thread's name: the order of candidates */
   pthread_cond_t cv;
 } slot_t;
 
@@ -39,7 +40,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic bool active;
 static uint64_t run_id; /* [m] every field below too */
 static sched_strategy strategy;
-static uint64_t rng;
+static uint64_t rng, run_seed;
+static uint32_t spawned_count;
 static uint32_t depth;
 static uint64_t change[MAX_DEPTH];
 static slot_t slots[MAX_THREADS];
@@ -55,6 +57,9 @@ static bool trace; /* LANEPOOL_SCHED_TRACE=1: every decision to stderr */
 static bool pending;
 static int pending_exclude;
 static uint64_t pending_deadline, patience_ns, waits, vain;
+/* Wakes of a word no known thread waits on: threads that blocked before the run began
+ * (parked lanes) and will show up for the first time. */
+static uint32_t strangers;
 static const char *point_name(int p);
 
 static __thread uint64_t my_run;
@@ -77,15 +82,27 @@ static uint64_t next_random(void) { /* splitmix64 */
 const char *sched_strategy_name(sched_strategy s) { return s == SCHED_PCT ? "pct" : "random"; }
 
 /* The runnable thread to run next: PCT's highest priority, or a uniform pick. Threads
- * that spin (they wait for another) only when no other can run, and the one that has
- * just spun (`exclude`) last: with two spinners above the thread they wait for,
- * passing the turn between them would go on forever. -1: nobody. */
+ * that have spun (they wait for another) since the last step of a thread that does
+ * not spin come only when no other can run, and the one that has just spun
+ * (`exclude`) last: with two spinners above the thread they wait for, passing the
+ * turn between them would go on forever. -1: nobody. */
+/* Candidates in the order of their keys, not of their arrival (which the kernel
+ * decides): a replay then makes the same choices among the same threads. */
+static void add_sorted(int *cand, int *n, int i) {
+  int at = (*n)++;
+  while (at > 0 && slots[cand[at - 1]].key > slots[i].key) {
+    cand[at] = cand[at - 1];
+    at--;
+  }
+  cand[at] = i;
+}
+
 static int pick(int exclude) {
   int cand[MAX_THREADS], n = 0;
   for (int pass = 0; pass < 2 && n == 0; pass++)
     for (uint32_t i = 0; i < nslots; i++)
       if (slots[i].state == RUNNABLE && (int)i != exclude && slots[i].spinning == (pass == 1))
-        cand[n++] = (int)i;
+        add_sorted(cand, &n, (int)i);
   if (n == 0) return exclude >= 0 && slots[exclude].state == RUNNABLE ? exclude : -1;
   if (strategy == SCHED_RANDOM) return cand[next_random() % (uint64_t)n];
   int best = cand[0];
@@ -103,7 +120,7 @@ static int free_rather(int n) {
   int cand[MAX_THREADS], k = 0, runnable = 0;
   for (uint32_t i = 0; i < nslots; i++) {
     runnable += slots[i].state == RUNNABLE;
-    if (slots[i].state == FREE && !slots[i].waited) cand[k++] = (int)i;
+    if (slots[i].state == FREE && !slots[i].waited) add_sorted(cand, &k, (int)i);
   }
   if (k == 0) return -1;
   if (strategy == SCHED_RANDOM) {
@@ -129,11 +146,13 @@ static void hand_on_now(int exclude, bool patient) {
   pending = false;
   if (!open_gate) return;
   int n = pick(exclude);
-  int w = patient && patience_ns ? free_rather(n) : -1;
-  if (w >= 0) {
+  /* A thread not seen yet was woken (strangers): any decision before it shows up
+   * would depend on when the kernel runs it. */
+  bool newcomer = patient && patience_ns && strangers > 0;
+  int w = patient && patience_ns && !newcomer ? free_rather(n) : -1;
+  if (w >= 0 || newcomer) {
     if (trace)
-      fprintf(stderr, "sched: waiting for thread %d (%s, free after %s)\n", w, slots[w].name,
-              point_name(slots[w].last_point));
+      fprintf(stderr, "sched: waiting for %s\n", w >= 0 ? slots[w].name : "a woken newcomer");
     pending = true;
     pending_exclude = exclude;
     pending_deadline = now_ns() + patience_ns;
@@ -156,8 +175,13 @@ static void hand_on(int exclude) { hand_on_now(exclude, true); }
 /* A wake-up (a futex wake that woke someone, a condvar signal; or a thread's exit):
  * the free threads it may bring back are worth waiting for again. */
 static void woken(bool exit, const void *word) {
+  bool known = false;
   for (uint32_t i = 0; i < nslots; i++)
-    if (exit ? slots[i].joining : slots[i].word == word) slots[i].waited = false;
+    if (exit ? slots[i].joining : slots[i].state == FREE && slots[i].word == word) {
+      slots[i].waited = false;
+      known = true;
+    }
+  if (!exit && !known) strangers++;
 }
 
 /* This thread's slot in the current run, registering it on its first point. */
@@ -173,10 +197,20 @@ static int self(void) {
   slots[i].scenario = my_scenario;
   pthread_getname_np(pthread_self(), slots[i].name, sizeof slots[i].name);
   /* Initial PCT priorities are above every change point's (which are 0..depth-2). */
-  slots[i].prio = (int64_t)(depth + 1 + (next_random() >> 8));
+  /* The priority and the key come from the seed and the name (lanes and the timer
+   * thread are named by the pool, scenario threads by sched_spawn), not from the
+   * order in which threads show up. */
+  uint64_t h = run_seed ^ UINT64_C(0xcbf29ce484222325);
+  for (const char *c = slots[i].name; *c; c++) h = (h ^ (uint8_t)*c) * UINT64_C(0x100000001b3);
+  h ^= h >> 29;
+  h *= UINT64_C(0xBF58476D1CE4E5B9);
+  h ^= h >> 32;
+  slots[i].key = h;
+  slots[i].prio = (int64_t)(depth + 1 + (h >> 8));
   my_run = run_id;
   my_slot = i;
   if (my_scenario && ++arrived == expected) open_gate = true;
+  if (strangers) strangers--;
   return i;
 }
 
@@ -217,7 +251,16 @@ void sched_point_on(int point, const void *word) {
     s->state = RUNNABLE;
     if (mine && strategy == SCHED_PCT)
       for (uint32_t j = 0; j + 1 < depth; j++)
-        if (change[j] == step) s->prio = (int64_t)(depth - 2 - j); /* below every initial one */
+        if (change[j] == step) {
+          s->prio = (int64_t)(depth - 2 - j); /* below every initial one */
+          if (trace)
+            fprintf(stderr, "sched: change point: thread %d (%s) at %s drops\n", me, s->name,
+                    point_name(point));
+        }
+    /* A step of a thread that does not spin may be what the spinners wait for: they
+     * compete again by priority (a spinner is passed over only until then). */
+    if (exclude < 0)
+      for (uint32_t i = 0; i < nslots; i++) slots[i].spinning = false;
     s->spinning = exclude >= 0;
     if (mine || current < 0) hand_on(exclude);
     while (atomic_load_explicit(&active, memory_order_relaxed) && current != me)
@@ -246,6 +289,7 @@ static void *watchdog(void *arg) {
     if (!atomic_load_explicit(&active, memory_order_relaxed) || !open_gate) continue;
     if (pending && current < 0 && now_ns() >= pending_deadline) { /* nobody came back */
       vain++;
+      strangers = 0;
       for (uint32_t i = 0; i < nslots; i++)
         if (slots[i].state == FREE) slots[i].waited = true;
       hand_on_now(pending_exclude, false);
@@ -283,14 +327,19 @@ void sched_begin(uint64_t seed, sched_strategy strat, uint32_t pct_depth, uint32
   run_id++;
   strategy = strat;
   rng = seed * UINT64_C(0x2545F4914F6CDD1D) + (strat == SCHED_PCT ? 1 : 2);
+  run_seed = rng;
+  spawned_count = 0;
   depth = pct_depth < 1 ? 1 : pct_depth > MAX_DEPTH ? MAX_DEPTH : pct_depth;
   for (uint32_t j = 0; j + 1 < depth; j++)
     change[j] = 1 + next_random() % (pct_steps ? pct_steps : 1);
+  const char *force = getenv("LANEPOOL_SCHED_CHANGE"); /* debugging: the first change point */
+  if (force && depth > 1) change[0] = (uint64_t)atoll(force);
   nslots = arrived = overflow = 0;
   expected = expected_threads;
   open_gate = expected == 0;
   current = -1;
   step = fallbacks = waits = vain = 0;
+  strangers = 0;
   pending = false;
   const char *pe = getenv("LANEPOOL_SCHED_PATIENCE_US");
   patience_ns = (uint64_t)(pe ? atoi(pe) : 300) * 1000u;
@@ -343,11 +392,15 @@ void sched_dump(int fd) { /* from a signal handler at the end: no lock, best eff
 typedef struct {
   void *(*fn)(void *);
   void *arg;
+  unsigned index;
 } spawn_args;
 
 static void *spawned(void *p) {
   spawn_args a = *(spawn_args *)p;
   free(p);
+  char name[16];
+  snprintf(name, sizeof name, "scenario-%u", a.index);
+  pthread_setname_np(pthread_self(), name);
   my_scenario = true;
   sched_point(LANEPOOL__AT_RESUME); /* registers, waits for the gate and its turn */
   void *r = a.fn(a.arg);
@@ -359,7 +412,9 @@ static void *spawned(void *p) {
 int sched_spawn(pthread_t *thread, void *(*fn)(void *), void *arg) {
   spawn_args *a = malloc(sizeof *a);
   if (!a) return -1;
-  *a = (spawn_args){fn, arg};
+  pthread_mutex_lock(&m);
+  *a = (spawn_args){fn, arg, spawned_count++};
+  pthread_mutex_unlock(&m);
   int rc = pthread_create(thread, NULL, spawned, a);
   if (rc) free(a);
   return rc;
