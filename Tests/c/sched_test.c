@@ -404,13 +404,13 @@ static int run_forked(const scenario *sc, sched_strategy st, uint64_t seed, uint
     char why[300];
     bool ok = run_one(sc, st, seed, pct_steps, shared, why, sizeof why);
     if (!ok) fprintf(stderr, "FAIL %s: %s\n", run_desc, why);
-    _exit(ok ? 0 : 1);
+    _exit(ok ? 0 : 4); /* not 1: the sanitizers' exit status */
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   *stats = *shared;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 1) return 1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 4) return 1;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return 2;
   return 3;
 }
