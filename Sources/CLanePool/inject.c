@@ -73,7 +73,9 @@ void lanepool__inject(int point) {
     scheduler(point, NULL);
     return;
   }
-  if (point >= LANEPOOL__AT_SPIN) return; /* the scheduler's marks */
+  /* The scheduler's access points and marks: the seeded yields stay where they were
+   * (their cost in the interleaving run, and its seeds' meaning, unchanged). */
+  if (point >= LANEPOOL__AT_STATE) return;
   uint64_t seed = atomic_load_explicit(&inject_seed, memory_order_relaxed);
   if (seed == 0) return;
   if (stream_seed != seed || stream == 0) {

@@ -14,7 +14,7 @@
  * who runs next. The points from LANEPOOL__AT_STATE on exist for it: shared-state
  * accesses of the life cycle, and the marks around blocking calls (a thread about to
  * block cannot reach a point, so it gives the turn up first). The seeded-yield mode
- * treats the access points like the older ones and ignores the marks.
+ * ignores them (its yields stay where they were).
  */
 #ifndef LANEPOOL_INJECT_H
 #define LANEPOOL_INJECT_H
@@ -43,7 +43,7 @@ enum {
   LANEPOOL__AT_DEFAULT,           /* before the default pool's lock is taken */
   LANEPOOL__AT_INTAKE,            /* before an intake change (rings, overflow, timers) */
   LANEPOOL__AT_FREE,              /* destroy: before the pool is freed */
-  /* Marks (the scheduler's; no-ops for the seeded-yield mode): */
+  /* Marks around blocking and spinning: */
   LANEPOOL__AT_SPIN,    /* in a loop waiting for another thread: pass the turn on */
   LANEPOOL__AT_BLOCK,   /* right before a call that may block (futex, join, condvar) */
   LANEPOOL__AT_RESUME,  /* right after such a call returns */
