@@ -759,7 +759,7 @@ static void lane_loop(lanepool_lane_t *lane) {
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
   uint64_t busy_since = 0;
   for (;;) {
-    /* acquire: pairs with the CAS (or the escalation's release store) that made the
+    /* acquire: pairs with the CAS (OPEN or DRAINING -> CANCELLING) that made the
      * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
      * start another task. */
     if (lanepool__life_cancelling(pool)) {
