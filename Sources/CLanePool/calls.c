@@ -50,13 +50,18 @@ static void thread_exit(void *arg) {
   atomic_store_explicit(&c->taken, 0, memory_order_release);
 }
 
-/* In a fork child only the forking thread exists: every other record is free. */
+/* In a fork child only the forking thread exists: every other record is free. The
+ * child is a new process for membarrier: register again (or fall back to seq_cst
+ * stores), alone in it, before any other thread can call in. */
 static void fork_child(void) {
   for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
     if (c == lanepool__self) continue;
     atomic_store_explicit(&c->inside, NULL, memory_order_relaxed);
     atomic_store_explicit(&c->taken, 0, memory_order_relaxed);
   }
+  lanepool__calls_cheap =
+      lanepool__calls_cheap &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 static void init(void) {

@@ -132,7 +132,7 @@ struct lanepool_lane {
    * producers after their seq_cst CAS / fetch_add] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t sleeping;
   /* Inline syncs (the lane lent to a sync caller) begun and ended, for the drain scan:
-   * a lent run counts as accepted before its caller checks that the pool is RUNNING,
+   * a lent run counts as accepted before its caller checks that the pool is OPEN,
    * and as finished once its closure returned. [atomic: seq_cst increment of lent_in;
    * release increment of lent_out; the scan's seq_cst / acquire loads] */
   _Atomic uint64_t lent_in, lent_out;

@@ -767,7 +767,7 @@ static void lane_loop(lanepool_lane_t *lane) {
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
   uint64_t busy_since = 0;
   for (;;) {
-    /* acquire: pairs with the CAS (or the escalation's release store) that made the
+    /* acquire: pairs with the CAS (OPEN or DRAINING -> CANCELLING) that made the
      * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
      * start another task. */
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
@@ -1022,9 +1022,7 @@ int lanepool_lane_async2_many(lanepool_lane_t *lane, lanepool_fn2 fn, void *cons
   return lane_async_many(lane, (lanepool_fn)(void (*)(void))fn, as, bs, count, accepted);
 }
 
-int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
-                             uint64_t timeout_ns) {
-  if (!lane || !fn) return EINVAL;
+static int lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, uint64_t timeout_ns) {
   int rc = lanepool__lane_push(lane, fn, ctx, NULL, false);
   if (rc != EAGAIN) return rc;
   uint64_t deadline = lanepool__add_sat(lanepool__now_ns(), timeout_ns); /* UINT64_MAX: no end */
@@ -1040,6 +1038,17 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
     if ((rc = lanepool__lane_push(lane, fn, ctx, NULL, false)) != EAGAIN) return rc;
     if (pause_ns < 1000000) pause_ns *= 2;
   }
+}
+
+int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                             uint64_t timeout_ns) {
+  if (!lane || !fn) return EINVAL;
+  /* One call under way across its retries: a destroy meanwhile waits for it (the
+   * pushes then answer ESHUTDOWN), instead of freeing the lane between two of them. */
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_async_wait(lane, fn, ctx, timeout_ns);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_current_lane(lanepool_lane_t **out) {

@@ -2,17 +2,32 @@
  * lifecycle.c - a pool's life after creation: the registry of live pools, shutdown
  * (drain or cancel, and a cancel that escalates a drain), join, destroy.
  *
- * The state machine (docs/architecture.md draws it):
+ * The state machine (docs/architecture.md, "Life cycle", draws it; model/lifecycle.pml
+ * checks it). This file is the only writer of pool->state, and every write is a CAS
+ * from the state the writer expects to a larger one (advance()), so the word never
+ * moves back and a late writer fails instead of undoing a later state:
  *
- *   RUNNING --shutdown(DRAIN)--> DRAINING --quiescent--> JOINED --destroy--> freed
- *   RUNNING --shutdown(CANCEL)-> CANCELLING -----------> JOINED
- *   DRAINING --shutdown(CANCEL)--> ESCALATING -> CANCELLING (the drain's driver goes on
- *                                                 as a cancel)
+ *   OPEN --shutdown(DRAIN)--> DRAINING --balanced twice, CAS--> CLOSING --joined--> JOINED
+ *   OPEN --shutdown(CANCEL)-> CANCELLING ------------------------------joined--> JOINED
+ *   DRAINING --shutdown(CANCEL), CAS--> CANCELLING   (escalation; fails once CLOSING)
+ *   JOINED --destroy, after every call on the pool returned--> DESTROYED, then freed
  *
- * The thread whose CAS leaves RUNNING is the driver: it alone closes intake, joins
- * and discards. Every other shutdown caller waits on the futex of `state` until
- * JOINED. No library lock is held while user code runs (tasks, discard callback, log
- * callback), so any of them may call back into the library:
+ * The thread whose CAS leaves OPEN is the driver: it alone closes intake, joins and
+ * discards, and its CAS to JOINED ends the shutdown. Every other shutdown caller waits
+ * on the futex of `state` until JOINED. A cancel that finds DRAINING claims the
+ * escalation (one claimant), leaves its discard callback, then CASes DRAINING ->
+ * CANCELLING: if the drain committed (CLOSING) first, the CAS fails and the cancel
+ * only waits (EALREADY); if the cancel's CAS wins, the driver's commit CAS fails and
+ * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
+ * Lower layers never write the state: lanes ask lanepool__life_cancelling (start no
+ * task) and lanepool__life_open (lend a lane inline), and lanes and the timer thread
+ * report idle / fired / cancelled events through lanepool__drain_idle.
+ *
+ * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
+ * shutdown callers on their way out of the join wait, a submitter between its publish
+ * and the end of its wake, a timer set or cancel after its unlock. No library lock is
+ * held while user code runs (tasks, discard callback, log callback), so any of them
+ * may call back into the library:
  *  - a lane or the timer thread calling shutdown/destroy on its own pool: EDEADLK;
  *  - the discard callback calling shutdown on its pool: EALREADY at once (the
  *    shutdown it is part of is under way), destroy: EDEADLK.
@@ -28,17 +43,23 @@
  * nothing in flight (the finished side can only have been read low, the accepted side
  * only high). A task's own submits are ordered before its finish (release store of
  * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
- * task runs, so no own-lane submit can follow; then intake CLOSES and every thread
- * is joined. Every change that can complete the balance bumps `drain_events` (after a
+ * task runs, so no own-lane submit can follow (a continuation still can: below);
+ * then intake CLOSES and every thread is joined. Every change that can complete the balance bumps `drain_events` (after a
  * seq_cst fence that pairs with the one after the driver's state change): a lane that
  * goes idle, the timer thread after each fire (its `done` count moves after the lane
  * accepted the task, and the lane may already have run it and gone idle), a timer
  * cancel. So the driver sleeps between scans and never misses the last change. (The
  * seeded interleaving test found the timer case: a timer thread preempted between
  * its push and its count left the driver asleep with the books balanced.)
+ * A continuation (LANEPOOL_SUBMIT_CONTINUATION, from any thread) may still come after
+ * the balance, and its task may set a timer: so at the first balance the timers close
+ * (a timer set after is refused, ESHUTDOWN), and only a second balance (timers
+ * accepted before the close fired or were cancelled) commits the drain, DRAINING ->
+ * CLOSING by CAS. A continuation accepted after that is in a ring before its CLOSED
+ * bit: its lane runs it before it exits (what it submits after the close is refused).
  *
- * CANCEL. From the CAS (or escalation store) that makes the pool CANCELLING, no lane
- * starts another task: each checks the state between tasks (acquire). The driver then
+ * CANCEL. From the CAS (OPEN or DRAINING -> CANCELLING) that makes the pool
+ * CANCELLING, no lane starts another task: each checks the state between tasks (acquire). The driver then
  * CLOSES intake everywhere (timers: the pending ones are taken out of the heap; rings:
  * CLOSED bit, after which the tail is final; overflow lists) and wakes parked lanes.
  * Each lane finishes the task it runs, waits for its CLOSED bit, answers every queued
