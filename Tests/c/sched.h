@@ -1,30 +1,37 @@
 /*
  * sched.h - a controlled scheduler for the C core's test build (-DLANEPOOL_TEST_INJECT).
  *
- * Installed as the inject hook (inject.h), it makes every thread that reaches an
- * injection point while a run is on (the scenario's own threads and the pool's: lanes,
- * the timer thread) wait for its turn: one thread runs at a time, and at each point a
- * seeded strategy picks the next one.
+ * Installed as the inject scheduler (lanepool__inject_set_scheduler, inject.h), it makes
+ * every thread that reaches an injection point while a run is on (the scenario's own
+ * threads and the pool's: lanes, the timer thread) wait for its turn: one thread runs
+ * at a time, and at each point a seeded strategy picks the next one.
  *  - SCHED_PCT: probabilistic concurrency testing. Each thread gets a random priority
- *    when it first shows up; `depth - 1` change points at random step numbers in
- *    1..steps drop the running thread's priority below every initial one; the
- *    runnable thread of highest priority runs.
+ *    (from the seed and its name, so not from the order in which threads show up);
+ *    `depth - 1` change points at random step numbers in 1..steps drop the running
+ *    thread's priority below every initial one; the runnable thread of highest
+ *    priority runs.
  *  - SCHED_RANDOM: a random walk, every step a runnable thread chosen uniformly.
  * The marks: LANEPOOL__AT_BLOCK (a call that may block follows) gives the turn up and
  * leaves the thread free until its next point; LANEPOOL__AT_SPIN (a wait loop) passes
- * the turn to another runnable thread if there is one; LANEPOOL__AT_EXIT gives it up
- * for good; LANEPOOL__AT_UNBLOCK (a futex wake, a condvar signal) says a free thread
- * may come back: the next decision waits for it a little (LANEPOOL_SCHED_PATIENCE_US,
- * default 300) if the strategy prefers it. A thread that keeps the turn without reaching a point for `watchdog_us`
- * (blocked on a lock held by a waiting thread, or between two points for long) loses
- * it: counted as a fallback, it runs free until its next point.
+ * the turn on, and spinners run only when no other thread can until another thread
+ * has taken a step; LANEPOOL__AT_EXIT gives it up for good; LANEPOOL__AT_UNBLOCK (a
+ * futex wake that woke someone, a condvar signal; with its word) says the threads
+ * blocked on that word may come back (an exit says it of joiners): the next decision
+ * waits for one of them up to LANEPOOL_SCHED_PATIENCE_US (default 300) if the strategy
+ * prefers it, or for a thread not seen yet if the word is nobody's known (a lane that
+ * parked before the run). A thread that keeps the turn without reaching a point for
+ * `watchdog_us` (blocked on a lock held by a waiting thread, or slow on a loaded
+ * machine) loses it: counted as a fallback, it runs free until its next point.
  *
  * Points reached inside a lock (LANEPOOL__AT_SPILL, LANEPOOL__AT_TIMER_FIRE) never
  * switch, so that the next thread does not block on that lock.
  *
- * Replays: the same seed, strategy and scenario give the same decisions as long as the
- * threads reach their points in the same order; fallbacks and free runs after a
- * blocking call can make a replay differ, which is why a run reports its fallbacks.
+ * Replays: the same seed, strategy and scenario give the same decisions as long as
+ * woken threads come back within the wait and no fallback happens; on a loaded
+ * machine a replay can differ, which is why a run reports its waits in vain and its
+ * fallbacks, and a failure also names the seed range that finds it again.
+ *
+ * LANEPOOL_SCHED_TRACE=1 prints every decision, wait, change point and fallback.
  */
 #ifndef LANEPOOL_TEST_SCHED_H
 #define LANEPOOL_TEST_SCHED_H
