@@ -5,10 +5,12 @@
  *
  * Operations: async (an outside submit), sync (lanepool_lane_sync: inline on a
  * borrowed lane or queued), after (a timer due at once), follow (a task whose run
- * submits a follow-up to another lane, which submits one more), drain and cancel
- * (lanepool_shutdown), destroy (lanepool_destroy; it waits until every other thread
- * of the scenario is inside its call, so that each call is in flight as destroy starts:
- * a destroy racing a call that has not begun would be the caller's error).
+ * submits a follow-up to another lane, which submits one more), timer-from-task (a
+ * task that sets a timer from its lane), drain and cancel (lanepool_shutdown), destroy
+ * (lanepool_destroy; it waits until every other thread of the scenario is inside its
+ * call, so that each call is in flight as destroy starts: a destroy racing a call that
+ * has not begun would be the caller's error). Pool: one lane per band, rings of 2 (a
+ * third queued task goes to the overflow list), no spinning.
  * Each run checks: every accepted task ran or was handed to the discard callback,
  * exactly once, a refused one neither; a sync that returned 0 ran once, one that
  * returned an error never; every return code is one the API documents; the run ends
@@ -17,13 +19,18 @@
  * Build (as .ci/run does):
  *   cc -std=gnu11 -O1 -g -pthread -DLANEPOOL_TEST_INJECT -Iinclude -ISources/CLanePool \
  *      Tests/c/sched_test.c Tests/c/sched.c Sources/CLanePool/(all).c -o sched_test
- *   ./sched_test [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] [--list]
+ *   ./sched_test [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] [--fork]
+ *                [--list]
  * --runs: schedules per scenario and strategy (default 500), seeds S, S+1, ...
  * (default S = 1). --fork runs each schedule in a child process and goes on after a
- * failure (a hang, a sanitizer report): it counts the failing seeds, for a survey. A failure prints the line that replays it:
+ * failure (a hang, a sanitizer report): it counts the failing seeds, for a survey.
+ * A failure prints the line that replays it, and the seed range that finds it again:
  *   ./sched_test --scenario NAME --strategy pct --seed S --runs 1
- * Scenarios that reveal a defect not fixed yet are skipped unless
- * LANEPOOL_SCHED_KNOWN=1 (or named with --scenario); the table says which defect.
+ * Environment: LANEPOOL_SCHED_CAP_S (a run's cap, default 30 s), LANEPOOL_SCHED_TRACE,
+ * LANEPOOL_SCHED_PATIENCE_US, LANEPOOL_SCHED_WATCHDOG_US (default 4000),
+ * LANEPOOL_SCHED_HANG_WAIT (a hang waits for a debugger instead of exiting).
+ * Scenarios that reveal a defect not fixed yet are marked in the table and skipped
+ * unless LANEPOOL_SCHED_KNOWN=1 (or named with --scenario); none is marked today.
  * Last line: "N passed, M failed".
  */
 #define _GNU_SOURCE
