@@ -17,6 +17,20 @@ static _Atomic uint64_t inject_threads; /* gives each thread its own stream */
 static _Atomic uint64_t inject_hits[LANEPOOL__AT_COUNT];
 static __thread uint64_t stream;
 static __thread uint64_t stream_seed;
+static _Atomic(lanepool__inject_hook_fn) inject_hook;
+static _Atomic(void *) inject_hook_arg;
+
+void lanepool__inject_set_hook(lanepool__inject_hook_fn hook, void *arg) {
+  atomic_store(&inject_hook, NULL);
+  atomic_store(&inject_hook_arg, arg);
+  atomic_store(&inject_hook, hook);
+}
+
+static _Atomic(lanepool__inject_scheduler_fn) inject_scheduler;
+
+void lanepool__inject_set_scheduler(lanepool__inject_scheduler_fn hook) {
+  atomic_store(&inject_scheduler, hook);
+}
 
 void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us) {
   atomic_store(&inject_threads, 0);
@@ -38,7 +52,30 @@ static uint64_t next(void) { /* xorshift64* */
   return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
+void lanepool__inject_on(int point, const void *word) {
+  lanepool__inject_scheduler_fn hook =
+      atomic_load_explicit(&inject_scheduler, memory_order_acquire);
+  if (hook) {
+    atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
+    hook(point, word);
+  } else {
+    lanepool__inject(point);
+  }
+}
+
 void lanepool__inject(int point) {
+  lanepool__inject_hook_fn hook = atomic_load(&inject_hook);
+  if (hook) hook(point, atomic_load(&inject_hook_arg));
+  lanepool__inject_scheduler_fn scheduler =
+      atomic_load_explicit(&inject_scheduler, memory_order_acquire);
+  if (scheduler) {
+    atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
+    scheduler(point, NULL);
+    return;
+  }
+  /* The scheduler's access points and marks: the seeded yields stay where they were
+   * (their cost in the interleaving run, and its seeds' meaning, unchanged). */
+  if (point >= LANEPOOL__AT_STATE) return;
   uint64_t seed = atomic_load_explicit(&inject_seed, memory_order_relaxed);
   if (seed == 0) return;
   if (stream_seed != seed || stream == 0) {

@@ -132,7 +132,7 @@ struct lanepool_lane {
    * producers after their seq_cst CAS / fetch_add] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t sleeping;
   /* Inline syncs (the lane lent to a sync caller) begun and ended, for the drain scan:
-   * a lent run counts as accepted before its caller checks that the pool is RUNNING,
+   * a lent run counts as accepted before its caller checks that the pool is OPEN,
    * and as finished once its closure returned. [atomic: seq_cst increment of lent_in;
    * release increment of lent_out; the scan's seq_cst / acquire loads] */
   _Atomic uint64_t lent_in, lent_out;
@@ -182,18 +182,22 @@ struct lanepool_lane {
   _Atomic uint32_t boost_logged;
 };
 
-/* The pool's life (docs/architecture.md draws it):
- *   RUNNING -> DRAINING -> CLOSED_JOINED
- *   RUNNING -> CANCELLING -> CLOSED_JOINED
- *   DRAINING -> CANCELLING   (a cancelling shutdown escalates a drain)
- * Transitions are CASes on `state`; the thread whose CAS left RUNNING drives the
- * shutdown to its end, every other caller waits on the futex of `state`. */
+/* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
+ * and in docs/architecture.md, "Life cycle"). Every transition is a CAS from one
+ * expected state to a larger value: the state word never moves back.
+ *   OPEN -> DRAINING -> CLOSING -> JOINED -> DESTROYED
+ *   OPEN -> CANCELLING -> JOINED
+ *   DRAINING -> CANCELLING   (a cancel escalates a drain that has not committed)
+ * Lower layers only ask (lanepool__life_* below) and report events
+ * (lanepool__drain_idle). model/lifecycle.pml models it; model/check-names checks
+ * that its names and values agree with these. */
 enum {
-  LANEPOOL__RUNNING = 0,
-  LANEPOOL__DRAINING = 1,
-  LANEPOOL__CANCELLING = 2,
-  LANEPOOL__JOINED = 3,
-  LANEPOOL__ESCALATING = 4, /* DRAINING -> CANCELLING under way (fields being set) */
+  LANEPOOL__LIFE_OPEN = 0,
+  LANEPOOL__LIFE_DRAINING = 1,
+  LANEPOOL__LIFE_CLOSING = 2, /* the drain committed: a cancel no longer escalates it */
+  LANEPOOL__LIFE_CANCELLING = 3,
+  LANEPOOL__LIFE_JOINED = 4,
+  LANEPOOL__LIFE_DESTROYED = 5, /* stored by destroy just before the memory goes */
 };
 
 /* Values of lane->sleeping (lane.c). */
@@ -228,12 +232,15 @@ struct lanepool {
   uint32_t allowed_count;
   lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
 
-  /* LANEPOOL__RUNNING...JOINED. [atomic: seq_cst CAS; futex word for waiters;
-   * acquire load by each lane between tasks (CANCELLING: start no more tasks)] */
+  /* LANEPOOL__OPEN...DESTROYED. [atomic: seq_cst CAS (lifecycle.c only); futex word
+   * for shutdown callers waiting for JOINED; acquire load by each lane between tasks
+   * (CANCELLING: start no more tasks)] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t state;
-  /* A cancel that escalates a drain leaves its discard callback here for the driver.
-   * [written by the one thread whose CAS took DRAINING -> ESCALATING, before its
-   * release store of CANCELLING; read by the driver after its acquire load of it] */
+  /* A cancel that escalates a drain claims `escalation` (CAS 0 -> 1), leaves its
+   * discard callback here for the driver, then tries DRAINING -> CANCELLING.
+   * [discard*: written by the claimant before its seq_cst CAS of `state`; read by the
+   * driver after its acquire load of CANCELLING] */
+  _Atomic uint32_t escalation;
   lanepool_discard_fn discard;
   void *discard_arg;
   lanepool__timers timers;
@@ -267,6 +274,18 @@ struct lanepool {
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
 };
+
+/* What lower layers may ask of the pool's life (they never change it). */
+/* A lane starts no task once this is true. [acquire: pairs with the CAS to CANCELLING] */
+static inline bool lanepool__life_cancelling(const lanepool_t *pool) {
+  return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) ==
+         LANEPOOL__LIFE_CANCELLING;
+}
+/* An inline sync may borrow a lane only while this is true. [seq_cst: see lane_borrow] */
+static inline bool lanepool__life_open(const lanepool_t *pool) {
+  return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_seq_cst) ==
+         LANEPOOL__LIFE_OPEN;
+}
 
 /* A spinning lane parks when it was preempted (two polls this far apart: no CPU is
  * idle), and when a sibling of its band has had work queued, awake, without finishing
@@ -355,6 +374,48 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
+
+/* calls.c: the calls under way, per thread (see calls.c). A public entry point calls
+ * lanepool__call_enter(pool or lane) first and lanepool__call_leave(what it returned)
+ * last; lanepool_destroy waits until no thread is inside a call on the pool. */
+typedef struct lanepool__caller {
+  /* the pool or lane of the call under way, or NULL. Its own cache line: written by
+   * its thread on every call. */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic(const void *) inside;
+  _Atomic int taken;             /* 1 while a live thread owns this record */
+  struct lanepool__caller *next; /* [once, before the record is published] */
+} lanepool__caller;
+extern __thread lanepool__caller *lanepool__self;
+extern bool lanepool__calls_cheap;
+extern _Atomic uint32_t lanepool__calls_anonymous;
+lanepool__caller *lanepool__caller_register(void);
+void lanepool__calls_wait(const lanepool_t *pool);
+#define LANEPOOL__ANONYMOUS ((const void *)1) /* a call by a thread without a record */
+
+static inline const void *lanepool__call_enter(const void *what) {
+  lanepool__caller *c = lanepool__self;
+  if (__builtin_expect(c == NULL, 0) && !(c = lanepool__caller_register())) {
+    atomic_fetch_add_explicit(&lanepool__calls_anonymous, 1, memory_order_seq_cst);
+    return LANEPOOL__ANONYMOUS;
+  }
+  const void *prev = atomic_load_explicit(&c->inside, memory_order_relaxed);
+  if (__builtin_expect(lanepool__calls_cheap, 1)) {
+    atomic_store_explicit(&c->inside, what, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* destroy's membarrier does the rest */
+  } else {
+    atomic_store_explicit(&c->inside, what, memory_order_seq_cst);
+  }
+  return prev;
+}
+
+static inline void lanepool__call_leave(const void *prev) {
+  if (__builtin_expect(prev == LANEPOOL__ANONYMOUS, 0)) {
+    atomic_fetch_sub_explicit(&lanepool__calls_anonymous, 1, memory_order_release);
+    return;
+  }
+  /* release: every access of the call happens before a destroy that reads this */
+  atomic_store_explicit(&lanepool__self->inside, prev, memory_order_release);
+}
 
 /* fork.c */
 extern _Atomic uint64_t lanepool__fork_generation;

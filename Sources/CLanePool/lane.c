@@ -61,25 +61,30 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
 }
 
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
   int saved = errno;
   syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
   errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
 }
 
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
   bool timed_out =
       syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0) == -1 &&
       errno == ETIMEDOUT;
   errno = saved;
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
   return timed_out;
 }
 
 void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
   int saved = errno;
-  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+  long woken = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
   errno = saved;
+  if (woken > 0) LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, word); /* the count: test builds only */
 }
 
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
@@ -442,9 +447,7 @@ static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, vo
   return spill_push(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
 }
 
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags) {
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, unsigned flags) {
   int rc = push_once(lane, fn, ctx, arg, flags);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     /* The pool drains: only its own lanes may still add work (the drain's tail). */
@@ -468,6 +471,18 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
   lanepool_lane_t *cur = lanepool__current;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
   return 0;
+}
+
+/* A call under way from before the task is published to after its wake: destroy
+ * waits for it (calls.c), since the task may run and its owner destroy the pool
+ * before this thread is out. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_push(lane, fn, ctx, arg, flags);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 /* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
@@ -518,6 +533,7 @@ uint64_t lanepool__lane_finished(lanepool_lane_t *lane) {
 
 /* Sets the intake of the overflow list and of the ring (OWN_ONLY or CLOSED). */
 void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   pthread_mutex_lock(&lane->spill_lock);
   if (intake > lane->spill_intake) lane->spill_intake = intake;
   pthread_mutex_unlock(&lane->spill_lock);
@@ -732,8 +748,10 @@ static void cancel_queued_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   lanepool__ring *r = &lane->ring;
   uint64_t t;
-  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
+  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED)) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     sched_yield(); /* the driver is closing the lanes one by one: a short wait */
+  }
   uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
   /* A thief that looked at the state before the cancel may still take a stealable
    * head cell (never a sync): wait_cell skips what it took. */
@@ -782,10 +800,11 @@ static void lane_loop(lanepool_lane_t *lane) {
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
   uint64_t busy_since = 0;
   for (;;) {
-    /* acquire: pairs with the CAS (or the escalation's release store) that made the
+    /* acquire: pairs with the CAS (OPEN or DRAINING -> CANCELLING) that made the
      * pool CANCELLING. Whoever saw CANCELLING before this load cannot see this lane
      * start another task. */
-    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING) {
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+    if (lanepool__life_cancelling(pool)) {
       cancel_queued_syncs(lane);
       break;
     }
@@ -797,6 +816,7 @@ static void lane_loop(lanepool_lane_t *lane) {
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=
           atomic_load_explicit(&lane->ring.head, memory_order_acquire)) {
+        LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
         cpu_relax(); /* a producer claimed a cell and is about to publish it */
         continue;
       }
@@ -811,6 +831,7 @@ static void lane_loop(lanepool_lane_t *lane) {
       run_task(&task);
       if (lanepool__forked(lane->generation)) forked_child_returned(lane);
       /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
+      LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
       atomic_store_explicit(&lane->executed, ++executed, memory_order_release);
       /* Busy with work of its own: every LANEPOOL__BUSY_LOOK tasks, a look at the
        * watched sibling. Stuck with band work at its head (a job blocked waiting for
@@ -895,6 +916,7 @@ static void lane_run(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;
+  LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
 }
 
 static void *lane_main(void *arg) {
@@ -927,7 +949,10 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
     pthread_mutex_lock(&lane->thread_lock);
     pthread_t t = lane->thread;
     pthread_mutex_unlock(&lane->thread_lock);
+    LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
+    LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
     pthread_join(t, NULL);
+    LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
     pthread_mutex_lock(&lane->thread_lock);
     bool same = pthread_equal(t, lane->thread);
     pthread_mutex_unlock(&lane->thread_lock);
@@ -935,7 +960,10 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
   }
   /* A sync caller that gave the lane back may still be on its way out of the library
    * (its give-back woke the lane, which then exited): wait for its last access. */
-  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) sched_yield();
+  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield();
+  }
 }
 
 /* One queued task to the discard pass: a sync the lane already answered (fn NULL) is
@@ -1003,6 +1031,7 @@ int lanepool_lane_async2_flags(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, 
 static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
                            void *const *args, size_t count, size_t *accepted) {
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane); /* as in lanepool__lane_push */
   uint64_t done = 0;
   int rc = lane_push_many(lane, fn, ctxs, args, count, false, &done);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0)) {
@@ -1015,6 +1044,7 @@ static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *c
     done += more;
   }
   if (done) wake_if_parked(lane);
+  lanepool__call_leave(outer);
   if (accepted) *accepted = (size_t)done;
   return rc;
 }
@@ -1035,9 +1065,7 @@ int lanepool_lane_async2_many(lanepool_lane_t *lane, lanepool_fn2 fn, void *cons
   return lane_async_many(lane, (lanepool_fn)(void (*)(void))fn, as, bs, count, accepted);
 }
 
-int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
-                             uint64_t timeout_ns) {
-  if (!lane || !fn) return EINVAL;
+static int lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, uint64_t timeout_ns) {
   int rc = lanepool__lane_push(lane, fn, ctx, NULL, false);
   if (rc != EAGAIN) return rc;
   uint64_t deadline = lanepool__add_sat(lanepool__now_ns(), timeout_ns); /* UINT64_MAX: no end */
@@ -1053,6 +1081,17 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
     if ((rc = lanepool__lane_push(lane, fn, ctx, NULL, false)) != EAGAIN) return rc;
     if (pause_ns < 1000000) pause_ns *= 2;
   }
+}
+
+int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
+                             uint64_t timeout_ns) {
+  if (!lane || !fn) return EINVAL;
+  /* One call under way across its retries: a destroy meanwhile waits for it (the
+   * pushes then answer ESHUTDOWN), instead of freeing the lane between two of them. */
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_async_wait(lane, fn, ctx, timeout_ns);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_current_lane(lanepool_lane_t **out) {
@@ -1087,6 +1126,7 @@ typedef struct lanepool__sync {
   void *ctx;
   _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
   const lanepool__held *chain; /* the caller's chain (in its frame while it waits) */
+  const lanepool__held *above; /* the lane thread's own chain, while the closure runs */
   /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). Set before
    * the push; the lane swaps it to 0 when the task ends (or is answered ECANCELED) and
    * drops the boost before it answers: when lanepool_lane_sync returns, the lane is back
@@ -1095,18 +1135,27 @@ typedef struct lanepool__sync {
   lanepool_lane_t *lane;
 } lanepool__sync;
 
-static void sync_trampoline(void *arg) {
+static void sync_ran(void *arg) {
   lanepool__sync *s = arg;
-  const lanepool__held *saved = held_above;
-  held_above = s->chain; /* the closure holds this lane and its caller's chain */
-  s->fn(s->ctx);
-  held_above = saved;
+  held_above = s->above; /* the lane's own chain again */
   if (atomic_load_explicit(&s->boost, memory_order_relaxed))
     lanepool__boost_leave(s->lane, &s->boost);
   atomic_store_explicit(&s->state, 1, memory_order_release);
   /* The waiter may return (and its frame be reused) as soon as it sees state 1; a
    * stray wake on that address is harmless because every futex waiter loops. */
   lanepool__futex_wake(&s->state, 1);
+}
+
+/* A function that ends the lane's thread (pthread_exit) still ran: its caller is
+ * answered on the way out (the cleanup handler), then the lane goes on in a successor
+ * thread (thread_lost). */
+static void sync_trampoline(void *arg) {
+  lanepool__sync *s = arg;
+  s->above = held_above;
+  held_above = s->chain; /* the closure holds this lane and its caller's chain */
+  pthread_cleanup_push(sync_ran, s);
+  s->fn(s->ctx);
+  pthread_cleanup_pop(1);
 }
 
 /* Called by shutdown(CANCEL) for each discarded sync task: wakes its waiter. */
@@ -1151,6 +1200,7 @@ static void lane_finish_lent(lanepool_lane_t *lane) {
   lanepool__drain_idle(pool);
   /* release, and the last access: once given back the lane may be woken, exit and be
    * joined; lanepool__lane_join waits for this before anything can be freed. */
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   atomic_fetch_sub_explicit(&lane->borrowers, 1, memory_order_release);
 }
 
@@ -1171,8 +1221,8 @@ static bool lane_borrow(lanepool_lane_t *lane) {
   atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   /* The CAS read the lane's seq_cst store of PARKED: its last task happened before,
    * and `ring.head` is stable until the lane is given back. */
-  if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) &&
-      atomic_load_explicit(&lane->pool->state, memory_order_seq_cst) == LANEPOOL__RUNNING)
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  if (lent_lane_idle(lane, lanepool__ring_head(&lane->ring)) && lanepool__life_open(lane->pool))
     return true;
   lane_finish_lent(lane); /* queued work runs first (FIFO), or the pool is stopping */
   return false;

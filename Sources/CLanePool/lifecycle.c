@@ -2,17 +2,32 @@
  * lifecycle.c - a pool's life after creation: the registry of live pools, shutdown
  * (drain or cancel, and a cancel that escalates a drain), join, destroy.
  *
- * The state machine (docs/architecture.md draws it):
+ * The state machine (docs/architecture.md, "Life cycle", draws it; model/lifecycle.pml
+ * checks it). This file is the only writer of pool->state, and every write is a CAS
+ * from the state the writer expects to a larger one (advance()), so the word never
+ * moves back and a late writer fails instead of undoing a later state:
  *
- *   RUNNING --shutdown(DRAIN)--> DRAINING --quiescent--> JOINED --destroy--> freed
- *   RUNNING --shutdown(CANCEL)-> CANCELLING -----------> JOINED
- *   DRAINING --shutdown(CANCEL)--> ESCALATING -> CANCELLING (the drain's driver goes on
- *                                                 as a cancel)
+ *   OPEN --shutdown(DRAIN)--> DRAINING --balanced twice, CAS--> CLOSING --joined--> JOINED
+ *   OPEN --shutdown(CANCEL)-> CANCELLING ------------------------------joined--> JOINED
+ *   DRAINING --shutdown(CANCEL), CAS--> CANCELLING   (escalation; fails once CLOSING)
+ *   JOINED --destroy, after every call on the pool returned--> DESTROYED, then freed
  *
- * The thread whose CAS leaves RUNNING is the driver: it alone closes intake, joins
- * and discards. Every other shutdown caller waits on the futex of `state` until
- * JOINED. No library lock is held while user code runs (tasks, discard callback, log
- * callback), so any of them may call back into the library:
+ * The thread whose CAS leaves OPEN is the driver: it alone closes intake, joins and
+ * discards, and its CAS to JOINED ends the shutdown. Every other shutdown caller waits
+ * on the futex of `state` until JOINED. A cancel that finds DRAINING claims the
+ * escalation (one claimant), leaves its discard callback, then CASes DRAINING ->
+ * CANCELLING: if the drain committed (CLOSING) first, the CAS fails and the cancel
+ * only waits (EALREADY); if the cancel's CAS wins, the driver's commit CAS fails and
+ * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
+ * Lower layers never write the state: lanes ask lanepool__life_cancelling (start no
+ * task) and lanepool__life_open (lend a lane inline), and lanes and the timer thread
+ * report idle / fired / cancelled events through lanepool__drain_idle.
+ *
+ * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
+ * shutdown callers on their way out of the join wait, a submitter between its publish
+ * and the end of its wake, a timer set or cancel after its unlock. No library lock is
+ * held while user code runs (tasks, discard callback, log callback), so any of them
+ * may call back into the library:
  *  - a lane or the timer thread calling shutdown/destroy on its own pool: EDEADLK;
  *  - the discard callback calling shutdown on its pool: EALREADY at once (the
  *    shutdown it is part of is under way), destroy: EDEADLK.
@@ -28,17 +43,23 @@
  * nothing in flight (the finished side can only have been read low, the accepted side
  * only high). A task's own submits are ordered before its finish (release store of
  * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
- * task runs, so no own-lane submit can follow; then intake CLOSES and every thread
- * is joined. Every change that can complete the balance bumps `drain_events` (after a
+ * task runs, so no own-lane submit can follow (a continuation still can: below);
+ * then intake CLOSES and every thread is joined. Every change that can complete the balance bumps `drain_events` (after a
  * seq_cst fence that pairs with the one after the driver's state change): a lane that
  * goes idle, the timer thread after each fire (its `done` count moves after the lane
  * accepted the task, and the lane may already have run it and gone idle), a timer
  * cancel. So the driver sleeps between scans and never misses the last change. (The
  * seeded interleaving test found the timer case: a timer thread preempted between
  * its push and its count left the driver asleep with the books balanced.)
+ * A continuation (LANEPOOL_SUBMIT_CONTINUATION, from any thread) may still come after
+ * the balance, and its task may set a timer: so at the first balance the timers close
+ * (a timer set after is refused, ESHUTDOWN), and only a second balance (timers
+ * accepted before the close fired or were cancelled) commits the drain, DRAINING ->
+ * CLOSING by CAS. A continuation accepted after that is in a ring before its CLOSED
+ * bit: its lane runs it before it exits (what it submits after the close is refused).
  *
- * CANCEL. From the CAS (or escalation store) that makes the pool CANCELLING, no lane
- * starts another task: each checks the state between tasks (acquire). The driver then
+ * CANCEL. From the CAS (OPEN or DRAINING -> CANCELLING) that makes the pool
+ * CANCELLING, no lane starts another task: each checks the state between tasks (acquire). The driver then
  * CLOSES intake everywhere (timers: the pending ones are taken out of the heap; rings:
  * CLOSED bit, after which the tail is final; overflow lists) and wakes parked lanes.
  * Each lane finishes the task it runs, waits for its CLOSED bit, answers every queued
@@ -107,17 +128,34 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
   join_lanes(pool, started_lanes);
 }
 
+/* ---- the state word: the only writer ------------------------------------------ */
+
+/* The one transition primitive: `from` -> `to` (to > from) by CAS, or nothing. */
+static bool advance(lanepool_t *pool, uint32_t from, uint32_t to) {
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  return atomic_compare_exchange_strong_explicit(&pool->state, &from, to, memory_order_seq_cst,
+                                                 memory_order_seq_cst);
+}
+
+static uint32_t life(const lanepool_t *pool) {
+  return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire);
+}
+
+/* An event from a lower layer: a lane went idle, a lent run ended, a timer fired or
+ * was cancelled. It matters only to a drain's driver, which may be waiting for it. */
 void lanepool__drain_idle(lanepool_t *pool) {
   /* Pairs with the fence after the driver's change of state: if this load still sees
-   * RUNNING, the driver's scans see everything this thread did before the fence. */
+   * OPEN, the driver's scans see everything this thread did before the fence. */
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   atomic_thread_fence(memory_order_seq_cst);
-  uint32_t s = atomic_load_explicit(&pool->state, memory_order_relaxed);
-  if (s != LANEPOOL__DRAINING && s != LANEPOOL__ESCALATING) return;
+  if (atomic_load_explicit(&pool->state, memory_order_relaxed) != LANEPOOL__LIFE_DRAINING) return;
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
   lanepool__futex_wake(&pool->drain_events, INT_MAX);
 }
 
 static bool quiescent(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   uint64_t finished = lanepool__timers_pending_scan(pool, false);
   for (uint32_t i = 0; i < lane_count(pool); i++)
     finished += lanepool__lane_finished(pool->lanes[i]);
@@ -129,36 +167,63 @@ static bool quiescent(lanepool_t *pool) {
   return accepted == finished;
 }
 
-static void set_joined(lanepool_t *pool) {
-  atomic_store_explicit(&pool->state, LANEPOOL__JOINED, memory_order_seq_cst);
+/* The driver's last step: CLOSING or CANCELLING -> JOINED. */
+static void set_joined(lanepool_t *pool, uint32_t from) {
+  if (!advance(pool, from, LANEPOOL__LIFE_JOINED)) abort(); /* only the driver leaves these */
   lanepool__futex_wake(&pool->state, INT_MAX);
 }
 
 static void wait_joined(lanepool_t *pool) {
   uint32_t s;
-  while ((s = atomic_load_explicit(&pool->state, memory_order_acquire)) != LANEPOOL__JOINED)
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
+  while ((s = life(pool)) < LANEPOOL__LIFE_JOINED) {
     lanepool__futex_wait(&pool->state, s);
+    LANEPOOL_INJECT(LANEPOOL__AT_JOIN_WAIT);
+  }
 }
 
-/* DRAIN, driven to the end. Returns false if a cancel escalated it (state is then
- * CANCELLING and pool->discard is set). */
+/* DRAIN, driven to the end. Returns false if a cancel escalated it first (the state
+ * is then CANCELLING and pool->discard is set); true once the drain committed
+ * (CLOSING) and every thread was joined. */
 static bool drive_drain(lanepool_t *pool) {
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   lanes_set_intake(pool, LANEPOOL__INTAKE_OWN_ONLY);
   atomic_thread_fence(memory_order_seq_cst); /* pairs with lanepool__drain_idle */
+  bool timers_closed = false;
   for (;;) {
     uint32_t ev = atomic_load_explicit(&pool->drain_events, memory_order_seq_cst);
-    if (atomic_load_explicit(&pool->state, memory_order_acquire) == LANEPOOL__CANCELLING)
-      return false;
-    if (quiescent(pool)) break;
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+    if (life(pool) == LANEPOOL__LIFE_CANCELLING) return false;
+    if (quiescent(pool)) {
+      LANEPOOL_INJECT(LANEPOOL__AT_QUIESCENT);
+      if (timers_closed) break;
+      /* Nothing runs, nothing is queued, no timer is pending. A continuation from
+       * outside may still come (and its task may set a timer): timers close now, and
+       * a second balance proves that none was accepted before they did (a timer
+       * accepted in between is waited for and fires). */
+      LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
+      lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+      timers_closed = true;
+      continue;
+    }
     lanepool__futex_wait(&pool->drain_events, ev);
   }
-  /* Quiescent: nothing runs, nothing is queued, no timer is pending; close for good. */
+  /* Commit: from here a cancel no longer escalates (it waits, EALREADY). If one got in
+   * first, its CAS won: go on as a cancel, and what the balance saw is discarded. */
+  if (!advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CLOSING)) return false;
+  /* Work a continuation brings after the balance is in a ring before its CLOSED bit:
+   * the lane runs it before it exits (what that task submits once intake is closed is
+   * refused, ESHUTDOWN, never dropped). No timer can be pending: none was at the
+   * second balance and none could be added since. */
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
+  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
   lanepool__timer_entry *left;
   size_t n;
   lanepool__timers_stop(pool, &left, &n);
-  free(left); /* n == 0: every pending timer was counted, so the heap is empty */
-  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
+  if (n) abort(); /* the balance above proves the heap empty */
+  free(left);
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
   return true;
@@ -167,10 +232,12 @@ static bool drive_drain(lanepool_t *pool) {
 static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *discard_arg) {
   lanepool__timer_entry *timers;
   size_t timer_count;
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_stop(pool, &timers, &timer_count);
   /* Lanes already stop starting tasks (they check for CANCELLING between tasks); each
    * waits for its CLOSED bit, set here, before it answers its queued syncs. */
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
   join_lanes(pool, lane_count(pool));
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
@@ -185,44 +252,62 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
 
 /* ---- public ----------------------------------------------------------------- */
 
-int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_discard_fn discard,
-                      void *discard_arg) {
-  if (!pool) return EINVAL;
-  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+static int shutdown_call(lanepool_t *pool, lanepool_shutdown_mode_t mode,
+                         lanepool_discard_fn discard, void *discard_arg) {
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   if (pool->is_default) return EPERM;
   if (lanepool__in_callback == pool) return EALREADY; /* inside this very shutdown */
   if (lanepool__pool_thread == pool) return EDEADLK;
 
-  uint32_t want = mode == LANEPOOL_SHUTDOWN_DRAIN ? LANEPOOL__DRAINING : LANEPOOL__CANCELLING;
-  uint32_t s = LANEPOOL__RUNNING;
-  if (atomic_compare_exchange_strong_explicit(&pool->state, &s, want, memory_order_seq_cst,
-                                              memory_order_seq_cst)) {
-    if (mode == LANEPOOL_SHUTDOWN_CANCEL || !drive_drain(pool)) {
-      if (mode == LANEPOOL_SHUTDOWN_DRAIN) { /* escalated: the escalator's callback */
-        discard = pool->discard;
-        discard_arg = pool->discard_arg;
-      }
-      drive_cancel(pool, discard, discard_arg);
+  bool drain = mode == LANEPOOL_SHUTDOWN_DRAIN;
+  /* OPEN -> DRAINING or CANCELLING: this caller drives the shutdown to JOINED. */
+  if (advance(pool, LANEPOOL__LIFE_OPEN,
+              drain ? LANEPOOL__LIFE_DRAINING : LANEPOOL__LIFE_CANCELLING)) {
+    if (drain && drive_drain(pool)) {
+      set_joined(pool, LANEPOOL__LIFE_CLOSING);
+      return 0;
     }
-    set_joined(pool);
+    if (drain) { /* escalated: the escalator's callback */
+      discard = pool->discard;
+      discard_arg = pool->discard_arg;
+    }
+    drive_cancel(pool, discard, discard_arg);
+    set_joined(pool, LANEPOOL__LIFE_CANCELLING);
     return 0;
   }
-  /* Someone else drives. A cancel escalates a drain: once, by one caller. */
-  if (mode == LANEPOOL_SHUTDOWN_CANCEL && s == LANEPOOL__DRAINING &&
-      atomic_compare_exchange_strong_explicit(&pool->state, &s, LANEPOOL__ESCALATING,
-                                              memory_order_seq_cst, memory_order_seq_cst)) {
+  /* Someone else drives. A cancel escalates a drain that has not committed: one
+   * caller claims the escalation, leaves its callback for the driver, then tries
+   * DRAINING -> CANCELLING (it fails if the drain committed meanwhile). */
+  uint32_t none = 0;
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  if (!drain && life(pool) == LANEPOOL__LIFE_DRAINING &&
+      atomic_compare_exchange_strong_explicit(&pool->escalation, &none, 1, memory_order_seq_cst,
+                                              memory_order_seq_cst)) {
     pool->discard = discard;
     pool->discard_arg = discard_arg;
-    atomic_store_explicit(&pool->state, LANEPOOL__CANCELLING, memory_order_release);
-    atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
-    lanepool__futex_wake(&pool->drain_events, INT_MAX);
-    wait_joined(pool);
-    return 0;
+    LANEPOOL_INJECT(LANEPOOL__AT_ESCALATE);
+    if (advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CANCELLING)) {
+      LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+      atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
+      lanepool__futex_wake(&pool->drain_events, INT_MAX);
+      wait_joined(pool);
+      return 0;
+    }
   }
   wait_joined(pool);
   return EALREADY;
+}
+
+int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_discard_fn discard,
+                      void *discard_arg) {
+  if (!pool) return EINVAL;
+  if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
+  if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
+  /* A call under way: destroy waits until it has returned (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = shutdown_call(pool, mode, discard, discard_arg);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_destroy(lanepool_t *pool) {
@@ -230,6 +315,7 @@ int lanepool_destroy(lanepool_t *pool) {
   /* One pass under the registry lock: a stale pointer is only compared, never read;
    * a live one is checked and taken out, so a concurrent destroy gets EINVAL. */
   int rc = 0;
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   pthread_mutex_lock(&lanepool__registry_lock);
   size_t at = registry_len;
   for (size_t i = 0; i < registry_len && at == registry_len; i++)
@@ -249,6 +335,11 @@ int lanepool_destroy(lanepool_t *pool) {
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */
   (void)lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
   wait_joined(pool);
+  /* Other threads may still be inside a call on the pool: shutdown callers on their
+   * way out of the join wait, a submitter whose task ran before its wake returned. */
+  lanepool__calls_wait(pool);
+  if (!advance(pool, LANEPOOL__LIFE_JOINED, LANEPOOL__LIFE_DESTROYED)) abort();
+  LANEPOOL_INJECT(LANEPOOL__AT_FREE);
   lanepool__pool_free(pool);
   return 0;
 }

@@ -188,6 +188,10 @@ void lanepool__pool_free(lanepool_t *pool) {
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
   free(pool->allowed_cpus);
+#ifdef LANEPOOL_TEST_INJECT
+  /* Test builds: a read after the free finds garbage, not a pool that looks joined. */
+  memset(pool, 0xA5, sizeof *pool);
+#endif
   free(pool);
 }
 
@@ -216,7 +220,8 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->stall_threshold_ns = cfg->stall_threshold_ns;
   pool->log = cfg->log;
   pool->log_arg = cfg->log_arg;
-  atomic_init(&pool->state, LANEPOOL__RUNNING);
+  atomic_init(&pool->state, LANEPOOL__LIFE_OPEN);
+  atomic_init(&pool->escalation, 0);
   atomic_init(&pool->drain_events, 0);
   atomic_init(&pool->started, 0);
   atomic_init(&pool->spinners, 0);
@@ -380,6 +385,7 @@ int lanepool_default_configure(const lanepool_config_t *given) {
     }
     memcpy(cpus, cfg->cpus, cfg->cpu_count * sizeof *cpus);
   }
+  LANEPOOL_INJECT(LANEPOOL__AT_DEFAULT);
   pthread_mutex_lock(&default_lock);
   if (atomic_load_explicit(&default_pool, memory_order_relaxed)) {
     pthread_mutex_unlock(&default_lock);
@@ -447,6 +453,7 @@ int lanepool_default(lanepool_t **out) {
     *out = p;
     return 0;
   }
+  LANEPOOL_INJECT(LANEPOOL__AT_DEFAULT);
   pthread_mutex_lock(&default_lock);
   int rc = 0;
   bool created = false;
@@ -642,8 +649,7 @@ int lanepool_info_sized(const lanepool_t *pool, lanepool_info_t *out) {
   full.lanes_per_band = pool->lanes_per_band;
   full.ring_capacity = pool->ring_capacity;
   full.hard_capacity = pool->hard_capacity;
-  full.shut_down =
-      atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) != LANEPOOL__RUNNING;
+  full.shut_down = !lanepool__life_open(pool);
   full.is_default = pool->is_default;
   full.struct_size = out->struct_size;
   memcpy(out, &full, out->struct_size); /* an older caller's prefix */

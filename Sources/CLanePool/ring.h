@@ -303,6 +303,7 @@ static inline lanepool__slot *lanepool__ring_wait_cell(lanepool__ring *r, uint64
        (atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_STEAL) != pos + 1;
        spins++) {
     if (atomic_load_explicit(&r->head, memory_order_acquire) > pos) return NULL;
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     if (spins >= 64) sched_yield();
   }
   return slot;

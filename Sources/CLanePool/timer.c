@@ -192,12 +192,14 @@ static void *timer_main(void *arg) {
 
   uint64_t check_every = pool->stall_threshold_ns / 2;
   uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   while (!t->stop) {
     uint64_t now = lanepool__now_ns();
     if (now >= next_check) {
       pthread_mutex_unlock(&t->lock);
       check_stalls(pool, now);
+      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
       pthread_mutex_lock(&t->lock);
       next_check = lanepool__add_sat(now, check_every);
       continue;
@@ -208,11 +210,13 @@ static void *timer_main(void *arg) {
        * try again shortly, without the lock. */
       pthread_mutex_unlock(&t->lock);
       usleep(100);
+      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
       pthread_mutex_lock(&t->lock);
       continue;
     }
     uint64_t wake = next_check;
     if (t->len > 0 && t->heap[0].deadline < wake) wake = t->heap[0].deadline;
+    LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, &t->cond); /* lock held: no RESUME mark after */
     if (wake == UINT64_MAX) {
       pthread_cond_wait(&t->cond, &t->lock);
     } else {
@@ -223,6 +227,7 @@ static void *timer_main(void *arg) {
   }
   pthread_mutex_unlock(&t->lock);
   lanepool__pool_thread = NULL;
+  LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
   return NULL;
 }
 
@@ -242,11 +247,25 @@ int lanepool__timers_start(lanepool_t *pool) {
   return rc;
 }
 
+static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                            lanepool_fn fn, void *ctx, lanepool_timer_t *out);
+
 static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
                      lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   /* Before any lock: in a fork child the lock may have been held by a parent thread. */
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  /* A call under way until the signal below: the timer may fire, run, and its owner
+   * destroy the pool before this thread is out (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = add_timer_locked(pool, lane, band, deadline, fn, ctx, out);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                            lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   lanepool__timers *t = &pool->timers;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   int rc = 0;
   if (t->intake == LANEPOOL__INTAKE_CLOSED ||
@@ -275,6 +294,7 @@ static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t
   bool earliest = t->heap[0].seq == id;
   pthread_mutex_unlock(&t->lock);
   if (earliest) pthread_cond_signal(&t->cond);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (out) *out = id;
   return 0;
 }
@@ -295,10 +315,13 @@ int lanepool_async_after(lanepool_t *pool, lanepool_qos_t qos, uint64_t deadline
 int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_out) {
   if (!pool) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(pool); /* until its event is told (calls.c) */
   lanepool__timers *t = &pool->timers;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   if (timer == 0 || timer >= t->next_id) {
     pthread_mutex_unlock(&t->lock);
+    lanepool__call_leave(outer);
     return EINVAL;
   }
   int rc = EALREADY;
@@ -313,10 +336,12 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
   }
   pthread_mutex_unlock(&t->lock);
   if (rc == 0) lanepool__drain_idle(pool); /* maybe the last thing a drain waited for */
+  lanepool__call_leave(outer);
   return rc;
 }
 
 void lanepool__timers_set_intake(lanepool_t *pool, int intake) {
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&pool->timers.lock);
   if (intake > pool->timers.intake) pool->timers.intake = intake;
   pthread_mutex_unlock(&pool->timers.lock);
@@ -331,6 +356,7 @@ void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, 
   lanepool__timers *t = &pool->timers;
   *cancelled = NULL;
   *count = 0;
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);
   t->intake = LANEPOOL__INTAKE_CLOSED;
   if (t->len) {
@@ -342,6 +368,7 @@ void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, 
   t->stop = true;
   pthread_mutex_unlock(&t->lock);
   pthread_cond_signal(&t->cond);
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (*count > 1) qsort(*cancelled, *count, sizeof **cancelled, compare_entries);
 }
 
@@ -349,7 +376,9 @@ void lanepool__timers_join(lanepool_t *pool) {
   pthread_mutex_lock(&pool->timers.lock);
   bool started = pool->timers.started;
   pthread_mutex_unlock(&pool->timers.lock);
+  LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
   if (started) pthread_join(pool->timers.thread, NULL);
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
 }
 
 /* The drain scan's view: timers ever accepted, or ever done (fired or cancelled). */

@@ -1561,6 +1561,362 @@ static void test_overflow_batch_keeps_order_depth_and_cancel(void) {
 }
 
 /* ================================================================================
+ * Issue 23: the second review's defects of the C core. Each scenario stops one
+ * thread at one injection point (lanepool__inject_set_hook) until another thread has
+ * done its part, so the window the defect needs is taken on purpose, every run.
+ * A hook's waits are bounded: when the core under test does not let the other side
+ * get there (a fixed core may refuse to), the hook gives up and the verdict is taken
+ * on what happened. No verdict depends on how long anything took.
+ * ================================================================================ */
+
+typedef void (*point_fn)(void);
+static point_fn at_point[LANEPOOL__AT_COUNT];
+static __thread int hooked; /* the hooks act on threads that set this only */
+static void dispatch_hook(int point, void *arg) {
+  (void)arg;
+  if (hooked && at_point[point]) at_point[point]();
+}
+static void hook(int point, point_fn fn) {
+  at_point[point] = fn;
+  lanepool__inject_set_hook(dispatch_hook, NULL);
+}
+static void hooks_off(void) {
+  lanepool__inject_set_hook(NULL, NULL);
+  memset(at_point, 0, sizeof at_point);
+}
+
+/* Polls `flag` every millisecond for at most cap_ms; true once it is set. */
+static bool wait_flag(atomic_int *flag, unsigned cap_ms) {
+  for (unsigned i = 0; i < cap_ms && !atomic_load(flag); i++) sleep_ms(1);
+  return atomic_load(flag) != 0;
+}
+
+/* true once the thread `tid` of this process is blocked (state S in its stat). */
+static bool thread_blocked(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *close = strrchr(buf, ')');
+  return close && close[1] == ' ' && close[2] == 'S';
+}
+
+/* Until `lane` is parked on its futex (its word PARKED and its thread blocked): cap 5 s. */
+static bool lane_asleep(lanepool_lane_t *lane) {
+  lanepool_lane_info_t info;
+  if (lanepool_lane_info(lane, &info)) return false;
+  for (int i = 0; i < 5000; i++) {
+    if (atomic_load(&lane->sleeping) == 1 && thread_blocked(info.tid)) return true;
+    sleep_ms(1);
+  }
+  return false;
+}
+
+static lanepool_t *make_pool_nospin(const char *name, uint32_t lanes) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = name;
+  cfg.lanes_per_band = lanes;
+  cfg.ring_capacity = 64;
+  memset(cfg.spin_ns, 0, sizeof cfg.spin_ns); /* idle lanes park at once */
+  lanepool_t *p = NULL;
+  if (lanepool_create(&cfg, &p)) abort();
+  return p;
+}
+
+static void *drain_hooked(void *a) {
+  hooked = 1;
+  drain_arg *d = a;
+  d->rc = lanepool_shutdown(d->pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
+  return NULL;
+}
+
+/* A shutdown call on another thread that says which thread it is. */
+typedef struct {
+  lanepool_t *pool;
+  lanepool_shutdown_mode_t mode;
+  atomic_int tid;
+  int rc;
+} waiter_arg;
+static void *shutdown_waiter(void *a) {
+  hooked = 1;
+  waiter_arg *w = a;
+  atomic_store(&w->tid, (int)syscall(SYS_gettid));
+  w->rc = lanepool_shutdown(w->pool, w->mode, count_discard, NULL);
+  return NULL;
+}
+
+/* ---- defect 1: a cancel that escalates a drain as it reaches quiescence ---- */
+
+static lanepool_t *esc_pool;
+static lanepool_lane_t *esc_lane;
+static atomic_long esc_accepted;
+static atomic_int esc_pushing, esc_escalated;
+static cancel_arg esc_cancel;
+static pthread_t esc_canceller;
+
+/* A follow-up: a task on the pool's lane fans out one more task (own work). */
+static void follow_up(void *ctx) {
+  atomic_fetch_add(&ran, 1);
+  uintptr_t left = (uintptr_t)ctx;
+  if (left && lanepool_lane_async(esc_lane, follow_up, (void *)(left - 1)) == 0)
+    atomic_fetch_add(&esc_accepted, 1);
+}
+
+/* The driver found quiescence: a continuation arrives (accepted: continuations are
+ * part of a drain), and while its wake is on the way, a cancel escalates the drain. */
+static void escalate_at_wake(void) {
+  if (!atomic_load(&esc_pushing) || atomic_exchange(&esc_escalated, 1)) return;
+  pthread_create(&esc_canceller, NULL, cancel_with, &esc_cancel);
+  for (int i = 0; i < 5000 && atomic_load(&esc_pool->state) != LANEPOOL__LIFE_CANCELLING; i++)
+    sleep_ms(1);
+}
+static void continuation_at_quiescence(void) {
+  if (atomic_load(&esc_escalated) || atomic_load(&esc_pushing)) return;
+  if (!lane_asleep(esc_lane)) return;
+  atomic_store(&esc_pushing, 1);
+  if (lanepool_lane_async_flags(esc_lane, follow_up, NULL, LANEPOOL_SUBMIT_CONTINUATION) == 0)
+    atomic_fetch_add(&esc_accepted, 1);
+  atomic_store(&esc_pushing, 0);
+}
+
+static void test_cancel_escalating_a_drain_at_quiescence_loses_nothing(void) {
+  begin("cancel_escalating_a_drain_at_quiescence_loses_nothing", 60);
+  for (int round = 0; round < 5; round++) {
+    reset_counts();
+    atomic_store(&esc_accepted, 0);
+    atomic_store(&esc_pushing, 0);
+    atomic_store(&esc_escalated, 0);
+    esc_pool = make_pool_nospin("esc1", 1);
+    esc_lane = lane_of(esc_pool, LANEPOOL_QOS_DEFAULT, 0);
+    esc_cancel = (cancel_arg){esc_pool, count_discard, -1};
+    hook(LANEPOOL__AT_QUIESCENT, continuation_at_quiescence);
+    hook(LANEPOOL__AT_WAKE, escalate_at_wake);
+    hold_lane(esc_lane);
+    for (int i = 0; i < 8; i++)
+      if (lanepool_lane_async(esc_lane, follow_up, (void *)(uintptr_t)(i % 3)) == 0)
+        atomic_fetch_add(&esc_accepted, 1);
+    drain_arg d = {.pool = esc_pool, .rc = -1};
+    pthread_t drainer;
+    pthread_create(&drainer, NULL, drain_hooked, &d);
+    wait_shut_down(esc_pool);
+    atomic_store(&gate, 1); /* the follow-ups run as part of the drain */
+    pthread_join(drainer, NULL);
+    if (atomic_load(&esc_escalated)) pthread_join(esc_canceller, NULL);
+    hooks_off();
+    CHECK_RC(d.rc, 0);
+    CHECK(atomic_load(&esc_escalated) == 1); /* the scenario took place */
+    CHECK(esc_cancel.rc == 0 || esc_cancel.rc == EALREADY);
+    long total = atomic_load(&ran) + atomic_load(&discarded);
+    CHECK(total == atomic_load(&esc_accepted));
+    if (total != atomic_load(&esc_accepted))
+      fprintf(stderr, "  round %d: accepted %ld, ran %ld, discarded %ld\n", round,
+              atomic_load(&esc_accepted), atomic_load(&ran), atomic_load(&discarded));
+    CHECK_RC(lanepool_destroy(esc_pool), 0);
+  }
+}
+
+/* ---- defect 2: an escalation that arrives as the drain ends ---- */
+
+static atomic_int drain_returned;
+static void open_gate_then_wait_for_the_drain(void) {
+  atomic_store(&gate, 1);
+  (void)wait_flag(&drain_returned, 500);
+}
+static void *cancel_hooked(void *arg) {
+  hooked = 1;
+  return cancel_with(arg);
+}
+
+static void test_escalation_after_the_join_never_moves_the_state_back(void) {
+  begin("escalation_after_the_join_never_moves_the_state_back", 30);
+  reset_counts();
+  atomic_store(&drain_returned, 0);
+  lanepool_t *p = make_pool("esc2", 1, 64, 0);
+  lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+  hold_lane(l);
+  for (int i = 0; i < 5; i++) CHECK_RC(lanepool_lane_async(l, count_task, NULL), 0);
+  drain_arg d = {.pool = p, .rc = -1};
+  pthread_t drainer, canceller;
+  pthread_create(&drainer, NULL, drain_thread, &d);
+  wait_shut_down(p);
+  /* The cancel claims the escalation, then stops until the drain has returned. */
+  hook(LANEPOOL__AT_ESCALATE, open_gate_then_wait_for_the_drain);
+  cancel_arg c = {p, count_discard, -1};
+  pthread_create(&canceller, NULL, cancel_hooked, &c);
+  pthread_join(drainer, NULL);
+  atomic_store(&drain_returned, 1);
+  pthread_join(canceller, NULL); /* a state moved back from JOINED: this hangs */
+  hooks_off();
+  CHECK_RC(d.rc, 0);
+  CHECK(c.rc == 0 || c.rc == EALREADY);
+  CHECK(atomic_load(&ran) + atomic_load(&discarded) == 5);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), EALREADY);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_CANCEL, count_discard, NULL), EALREADY);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ---- defect 3: a timer set after the drain's quiescence check ---- */
+
+static atomic_int timer_set_rc, timer_set_done;
+static void set_timer_on_own_lane(void *ctx) {
+  (void)ctx;
+  lanepool_lane_t *self = NULL;
+  lanepool_current_lane(&self);
+  atomic_store(&timer_set_rc, lanepool_lane_async_after(self, lanepool_now_ns() + 50000000,
+                                                        count_task, NULL, NULL));
+  atomic_store(&timer_set_done, 1);
+}
+static atomic_int timer_hook_fired;
+static void timer_from_a_continuation(void) {
+  if (atomic_exchange(&timer_hook_fired, 1)) return;
+  if (lanepool_lane_async_flags(esc_lane, set_timer_on_own_lane, NULL,
+                                LANEPOOL_SUBMIT_CONTINUATION) != 0)
+    return;
+  (void)wait_flag(&timer_set_done, 5000);
+}
+
+static void test_timer_set_after_the_quiescence_check_runs(void) {
+  begin("timer_set_after_the_quiescence_check_runs", 30);
+  reset_counts();
+  atomic_store(&timer_set_rc, -1);
+  atomic_store(&timer_set_done, 0);
+  atomic_store(&timer_hook_fired, 0);
+  esc_pool = make_pool("tmq", 1, 64, 0);
+  esc_lane = lane_of(esc_pool, LANEPOOL_QOS_DEFAULT, 0);
+  hook(LANEPOOL__AT_QUIESCENT, timer_from_a_continuation);
+  drain_arg d = {.pool = esc_pool, .rc = -1};
+  pthread_t drainer;
+  pthread_create(&drainer, NULL, drain_hooked, &d);
+  pthread_join(drainer, NULL);
+  hooks_off();
+  CHECK_RC(d.rc, 0);
+  CHECK(atomic_load(&timer_set_done) == 1);
+  int rc = atomic_load(&timer_set_rc);
+  CHECK(rc == 0 || rc == ESHUTDOWN);
+  /* Accepted: a drain fires it. Refused: the caller keeps it. */
+  CHECK(atomic_load(&ran) == (rc == 0 ? 1 : 0));
+  printf("  timer set after quiescence: rc %d, ran %ld\n", rc, atomic_load(&ran));
+  CHECK_RC(lanepool_destroy(esc_pool), 0);
+}
+
+/* ---- defect 4: destroy while other threads wait inside shutdown ---- */
+
+static atomic_int destroy_returned;
+static void wait_for_destroy(void) { (void)wait_flag(&destroy_returned, 300); }
+
+static void test_destroy_waits_for_every_shutdown_waiter(void) {
+  begin("destroy_waits_for_every_shutdown_waiter", 60);
+  for (int round = 0; round < 4; round++) {
+    atomic_store(&destroy_returned, 0);
+    lanepool_t *p = make_pool("dwait", 1, 64, 0);
+    lanepool_lane_t *l = lane_of(p, LANEPOOL_QOS_DEFAULT, 0);
+    hold_lane(l);
+    /* A driver (drain) and waiters: a drain, and in odd rounds a cancel (which
+     * escalates the drain, then waits too). */
+    drain_arg d = {.pool = p, .rc = -1};
+    waiter_arg w[2] = {{.pool = p, .mode = LANEPOOL_SHUTDOWN_DRAIN, .rc = -1},
+                       {.pool = p, .mode = LANEPOOL_SHUTDOWN_CANCEL, .rc = -1}};
+    int waiters = round % 2 ? 2 : 1;
+    pthread_t driver, waiter[2];
+    pthread_create(&driver, NULL, drain_thread, &d);
+    wait_shut_down(p);
+    hook(LANEPOOL__AT_JOIN_WAIT, wait_for_destroy);
+    for (int k = 0; k < waiters; k++) {
+      atomic_init(&w[k].tid, 0);
+      pthread_create(&waiter[k], NULL, shutdown_waiter, &w[k]);
+    }
+    for (int k = 0; k < waiters; k++) { /* until each is blocked in its wait */
+      for (int i = 0; i < 5000 && atomic_load(&w[k].tid) == 0; i++) sleep_ms(1);
+      for (int i = 0; i < 5000 && !thread_blocked(atomic_load(&w[k].tid)); i++) sleep_ms(1);
+    }
+    atomic_store(&gate, 1);
+    CHECK_RC(lanepool_destroy(p), 0);
+    atomic_store(&destroy_returned, 1);
+    pthread_join(driver, NULL);
+    for (int k = 0; k < waiters; k++) pthread_join(waiter[k], NULL);
+    hooks_off();
+    CHECK_RC(d.rc, 0);
+    CHECK(w[0].rc == EALREADY);
+    if (waiters == 2) CHECK(w[1].rc == 0 || w[1].rc == EALREADY);
+  }
+}
+
+/* ---- defect 5: destroy while a submitter is still in its wake ---- */
+
+static void wait_for_destroy_long(void) { (void)wait_flag(&destroy_returned, 300); }
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int ran;
+  int rc;
+} wake_race;
+static void mark_ran(void *ctx) { atomic_store(&((wake_race *)ctx)->ran, 1); }
+static void *submit_hooked(void *a) {
+  wake_race *w = a;
+  hooked = 1;
+  w->rc = lanepool_lane_async(w->lane, mark_ran, w);
+  return NULL;
+}
+
+static void test_destroy_waits_for_a_submitter_in_its_wake(void) {
+  begin("destroy_waits_for_a_submitter_in_its_wake", 60);
+  for (int round = 0; round < 4; round++) {
+    atomic_store(&destroy_returned, 0);
+    lanepool_t *p = make_pool("dsub", 1, 64, 0);
+    wake_race w = {.lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0), .rc = -1};
+    atomic_init(&w.ran, 0);
+    hold_lane(w.lane); /* awake: the task runs without the submitter's wake */
+    hook(LANEPOOL__AT_WAKE, wait_for_destroy_long);
+    pthread_t submitter;
+    pthread_create(&submitter, NULL, submit_hooked, &w);
+    atomic_store(&gate, 1);
+    CHECK(wait_flag(&w.ran, 10000)); /* accepted and run: its owner may destroy now */
+    CHECK_RC(lanepool_destroy(p), 0);
+    atomic_store(&destroy_returned, 1);
+    pthread_join(submitter, NULL);
+    hooks_off();
+    CHECK_RC(w.rc, 0);
+  }
+}
+
+/* ---- defect 6: a queued sync whose function ends the lane's thread ---- */
+
+typedef struct {
+  lanepool_lane_t *lane;
+  atomic_int done;
+  int rc;
+} exit_sync;
+static void *sync_exit_queued(void *a) {
+  exit_sync *e = a;
+  e->rc = lanepool_lane_sync_flags(e->lane, exit_thread, NULL, LANEPOOL_SYNC_QUEUED);
+  atomic_store(&e->done, 1);
+  return NULL;
+}
+
+static void test_queued_sync_ending_the_lane_thread_returns(void) {
+  begin("queued_sync_ending_the_lane_thread_returns", 30);
+  reset_counts();
+  lanepool_t *p = make_pool("sexit", 1, 64, 0);
+  exit_sync e = {.lane = lane_of(p, LANEPOOL_QOS_DEFAULT, 0), .rc = -1};
+  atomic_init(&e.done, 0);
+  pthread_t t;
+  pthread_create(&t, NULL, sync_exit_queued, &e);
+  CHECK(wait_flag(&e.done, 10000)); /* the caller comes back */
+  if (!atomic_load(&e.done)) {
+    fprintf(stderr, "  the sync caller is still blocked; abandoning the pool\n");
+    return;
+  }
+  pthread_join(t, NULL);
+  CHECK_RC(e.rc, 0); /* it ran (and ended the lane's thread) */
+  CHECK_RC(lanepool_lane_sync(e.lane, count_task, NULL), 0); /* the lane goes on */
+  CHECK(atomic_load(&ran) == 1);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+/* ================================================================================
  * The deterministic interleaving run.
  * ================================================================================ */
 
@@ -1774,6 +2130,12 @@ int main(int argc, char **argv) {
       T(test_spinning_lane_goes_to_one_picker_then_the_rotation_goes_on),
       T(test_low_latency_band_spins_with_a_slot_of_its_own),
       T(test_overflow_batch_keeps_order_depth_and_cancel),
+      T(test_cancel_escalating_a_drain_at_quiescence_loses_nothing),
+      T(test_escalation_after_the_join_never_moves_the_state_back),
+      T(test_timer_set_after_the_quiescence_check_runs),
+      T(test_destroy_waits_for_every_shutdown_waiter),
+      T(test_destroy_waits_for_a_submitter_in_its_wake),
+      T(test_queued_sync_ending_the_lane_thread_returns),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -1,0 +1,121 @@
+/*
+ * calls.c - the calls under way on each pool, so that lanepool_destroy frees nothing a
+ * caller still touches: a submitter that has published its task and is on its way
+ * out through the wake of a parked lane, a timer cancel telling a drain it may be
+ * done, a second lanepool_shutdown waiting for the join. The owner of a pool cannot
+ * know when such a call returns (its task may have run already), so destroy waits
+ * for them instead.
+ *
+ * Each thread that calls in has a record, allocated on its first call and reused by
+ * later threads once it exits (records are never freed, so a scan may read any of
+ * them at any time). A call stores the pool or lane it works on in its thread's
+ * record first thing, and the previous value back at the end (calls nest: a discard
+ * callback may submit to another pool). lanepool_destroy, once the pool is joined,
+ * reads every record and waits (yielding) while one names the pool or one of its
+ * lanes.
+ *
+ * Ordering: the entry store must be visible to the scan of any destroy that started
+ * after the call did. With membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+ * registered on first use), the store is a plain relaxed store and destroy pays for
+ * the fence on every CPU; without it, the store is seq_cst and the scan seq_cst too.
+ * A call that starts after destroy was called is the caller's use after free, as
+ * always. [record.inside: relaxed store + compiler fence, or seq_cst store, on entry;
+ * release store on exit; seq_cst loads by the scan after the membarrier]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread lanepool__caller *lanepool__self;
+bool lanepool__calls_cheap;                 /* [once] membarrier registered */
+_Atomic uint32_t lanepool__calls_anonymous; /* calls by threads without a record */
+
+static _Atomic(lanepool__caller *) callers; /* a list that only grows */
+static pthread_key_t exit_key;
+static bool have_key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void thread_exit(void *arg) {
+  lanepool__caller *c = arg;
+  lanepool__self = NULL; /* a later destructor that calls in takes a record again */
+  atomic_store_explicit(&c->inside, NULL, memory_order_release);
+  atomic_store_explicit(&c->taken, 0, memory_order_release);
+}
+
+/* In a fork child only the forking thread exists: every other record is free. The
+ * child is a new process for membarrier: register again (or fall back to seq_cst
+ * stores), alone in it, before any other thread can call in. */
+static void fork_child(void) {
+  for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
+    if (c == lanepool__self) continue;
+    atomic_store_explicit(&c->inside, NULL, memory_order_relaxed);
+    atomic_store_explicit(&c->taken, 0, memory_order_relaxed);
+  }
+  lanepool__calls_cheap =
+      lanepool__calls_cheap &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+static void init(void) {
+  have_key = pthread_key_create(&exit_key, thread_exit) == 0;
+  lanepool__calls_cheap =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  pthread_atfork(NULL, NULL, fork_child);
+}
+
+lanepool__caller *lanepool__caller_register(void) {
+  pthread_once(&once, init);
+  lanepool__caller *c;
+  for (c = atomic_load(&callers); c; c = c->next) {
+    int free_ = 0;
+    if (atomic_compare_exchange_strong(&c->taken, &free_, 1)) break;
+  }
+  if (!c) {
+    c = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof *c); /* a line of its own */
+    if (!c) return NULL; /* this call goes through the anonymous count */
+    atomic_init(&c->inside, NULL);
+    atomic_init(&c->taken, 1);
+    c->next = atomic_load(&callers);
+    while (!atomic_compare_exchange_weak(&callers, &c->next, c)) {}
+  }
+  if (have_key) (void)pthread_setspecific(exit_key, c);
+  lanepool__self = c;
+  return c;
+}
+
+/* true if `p` is the pool or one of its lanes. */
+static bool names_pool(const lanepool_t *pool, const void *p) {
+  if (!p) return false;
+  if (p == pool) return true;
+  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  for (uint32_t i = 0; i < total; i++)
+    if (p == pool->lanes[i]) return true;
+  return false;
+}
+
+void lanepool__calls_wait(const lanepool_t *pool) {
+  pthread_once(&once, init);
+  if (!lanepool__calls_cheap ||
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    atomic_thread_fence(memory_order_seq_cst);
+  for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
+    if (c == lanepool__self) continue;
+    while (names_pool(pool, atomic_load_explicit(&c->inside, memory_order_seq_cst))) {
+      LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+      sched_yield(); /* a caller between its last access and its return: short */
+    }
+    LANEPOOL_INJECT(LANEPOOL__AT_CALLS_SCAN);
+  }
+  while (atomic_load_explicit(&lanepool__calls_anonymous, memory_order_seq_cst) != 0) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield();
+  }
+}
