@@ -838,7 +838,7 @@ int main(int argc, char **argv) {
   struct {
     const char *name;
     void (*fn)(void);
-    bool after_merge; /* needs a fix from another branch: run by name only, until merged */
+    bool after_merge; /* TM: run by name only (none today) */
   } tests[] = {
 #define T(f) {#f, f, false}
 #define TM(f)                                                                                      \
@@ -851,9 +851,9 @@ int main(int argc, char **argv) {
       T(test_huge_timeouts_and_deadlines),
       T(test_placement_fixtures),
       T(test_escalation_scenarios),
-      /* Fixed by the calls-in-flight count of issue 23 defect 4 (branch of /work/wt-life,
-       * 0b3dd50, calls.c): turn into T once merged. Fails under ASan before it. */
-      TM(test_cancel_escalating_a_destroy),
+      /* A use after free under ASan before destroy waited for the calls in flight
+       * (calls.c). */
+      T(test_cancel_escalating_a_destroy),
 #undef T
 #undef TM
   };
