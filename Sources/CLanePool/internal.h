@@ -287,6 +287,34 @@ static inline bool lanepool__life_open(const lanepool_t *pool) {
          LANEPOOL__LIFE_OPEN;
 }
 
+void lanepool__futex_wake(_Atomic uint32_t *word, int count);
+
+/* What lower layers report to the pool's life (lifecycle.c gives it its meaning): a
+ * lane went idle, a lent run ended, a timer fired or was cancelled. It matters only to
+ * a drain's driver, which may be waiting for it. Here, not in lifecycle.c, so that lanes
+ * and the timer thread call nothing above them. */
+static inline void lanepool__drain_idle(lanepool_t *pool) {
+  /* Pairs with the fence after the driver's change of state: if this load still sees
+   * OPEN, the driver's scans see everything this thread did before the fence. */
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&pool->state, memory_order_relaxed) != LANEPOOL__LIFE_DRAINING) return;
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+  atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
+  lanepool__futex_wake(&pool->drain_events, INT32_MAX);
+}
+
+/* The band's lane spinning idle, claimed for this caller alone (see `warm` above), as
+ * its index + 1; 0 if none. */
+static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
+  _Atomic uint32_t *warm = &pool->warm[band].value;
+  uint32_t w = atomic_load_explicit(warm, memory_order_relaxed);
+  if (w == 0 || !atomic_compare_exchange_strong_explicit(warm, &w, 0, memory_order_relaxed,
+                                                         memory_order_relaxed))
+    return 0;
+  return w;
+}
+
 /* A spinning lane parks when it was preempted (two polls this far apart: no CPU is
  * idle), and when a sibling of its band has had work queued, awake, without finishing
  * a task for this long (it waits for a CPU, maybe this one). */
@@ -337,19 +365,18 @@ bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
-lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band);
+lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band); /* a lane of the band for band work */
 
 /* thread.c */
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg);
 void lanepool__thread_name(const char *pool_name, const char *suffix, char out[16]);
 
 /* lifecycle.c */
+extern pthread_mutex_t lanepool__registry_lock; /* held across fork() by pool.c */
 int lanepool__registry_add(lanepool_t *pool);
-void lanepool__drain_idle(lanepool_t *pool);
 void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
-
-/* pool.c */
 void lanepool__pool_free(lanepool_t *pool);
+
 
 /* band.c: escalation. A waiter of band `band` (lanepool__waiter_band) above the lane's
  * counts itself with lanepool__boost_join before its work is queued, calls

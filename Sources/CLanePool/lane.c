@@ -437,6 +437,60 @@ static bool sibling_awake(lanepool_lane_t *lane) {
   return false;
 }
 
+/* ---- picking a lane of a band: by key, or for band work (async, timers) ------- */
+
+static inline uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+  x ^= x >> 30;
+  x *= UINT64_C(0xbf58476d1ce4e5b9);
+  x ^= x >> 27;
+  x *= UINT64_C(0x94d049bb133111eb);
+  x ^= x >> 31;
+  return x;
+}
+
+int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
+                          lanepool_lane_t **out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  uint32_t n = pool->lanes_per_band;
+  /* Multiply-shift range reduction on the hash's high 32 bits (plain C11, no __int128). */
+  uint32_t i = (uint32_t)(((mix64(key) >> 32) * (uint64_t)n) >> 32);
+  *out = pool->lanes[(uint32_t)b * n + i];
+  return 0;
+}
+
+static __thread uint64_t rng_state;
+
+static inline uint64_t next_random(void) {
+  uint64_t x = rng_state;
+  if (x == 0) x = mix64((uint64_t)(uintptr_t)&rng_state ^ lanepool__now_ns()) | 1;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  rng_state = x;
+  return x;
+}
+
+/* A lane of the band spinning idle, if any; else the less loaded of two distinct random
+ * lanes (power of two choices), a parked one on a tie (an awake lane with nothing
+ * queued is most likely running a task). */
+lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
+  uint32_t n = pool->lanes_per_band;
+  lanepool_lane_t **lanes = &pool->lanes[(uint32_t)band * n];
+  if (n == 1) return lanes[0];
+  uint32_t w = lanepool__take_warm(pool, band); /* a lane spinning idle first: no wake */
+  if (w) return lanes[w - 1];
+  uint64_t r = next_random();
+  uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
+  uint32_t j = (uint32_t)((r >> 32) % (n - 1));
+  if (j >= i) j++;
+  uint64_t di = lanepool__lane_depth(lanes[i]), dj = lanepool__lane_depth(lanes[j]);
+  if (di != dj) return dj < di ? lanes[j] : lanes[i];
+  return atomic_load_explicit(&lanes[i]->sleeping, memory_order_relaxed) == LANE_AWAKE ? lanes[j]
+                                                                                       : lanes[i];
+}
+
 static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
                             unsigned flags) {
   if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, arg, flags);

@@ -21,7 +21,8 @@
  * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
  * Lower layers never write the state: lanes ask lanepool__life_cancelling (start no
  * task) and lanepool__life_open (lend a lane inline), and lanes and the timer thread
- * report idle / fired / cancelled events through lanepool__drain_idle.
+ *  report idle / fired / cancelled events through lanepool__drain_idle (all three are
+ * internal.h's event port: lower files call nothing of this one).
  *
  * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
  * shutdown callers on their way out of the join wait, a submitter between its publish
@@ -78,6 +79,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- registry of live pools ------------------------------------------------- */
 
@@ -141,18 +143,6 @@ static uint32_t life(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire);
 }
 
-/* An event from a lower layer: a lane went idle, a lent run ended, a timer fired or
- * was cancelled. It matters only to a drain's driver, which may be waiting for it. */
-void lanepool__drain_idle(lanepool_t *pool) {
-  /* Pairs with the fence after the driver's change of state: if this load still sees
-   * OPEN, the driver's scans see everything this thread did before the fence. */
-  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
-  atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&pool->state, memory_order_relaxed) != LANEPOOL__LIFE_DRAINING) return;
-  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
-  atomic_fetch_add_explicit(&pool->drain_events, 1, memory_order_seq_cst);
-  lanepool__futex_wake(&pool->drain_events, INT_MAX);
-}
 
 static bool quiescent(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
@@ -342,4 +332,21 @@ int lanepool_destroy(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_FREE);
   lanepool__pool_free(pool);
   return 0;
+}
+
+/* Frees what lanepool_create allocated: after JOINED (every lane joined, the timer
+ * thread too), or on create's failure path. */
+void lanepool__pool_free(lanepool_t *pool) {
+  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  if (pool->lanes)
+    for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
+  free(pool->lanes);
+  lanepool__topology_free(&pool->topology);
+  lanepool__timers_destroy(&pool->timers);
+  free(pool->allowed_cpus);
+#ifdef LANEPOOL_TEST_INJECT
+  /* Test builds: a read after the free finds garbage, not a pool that looks joined. */
+  memset(pool, 0xA5, sizeof *pool);
+#endif
+  free(pool);
 }

@@ -1,7 +1,7 @@
 /*
- * pool.c - pools: configuration, creation, lane picking, shutdown, the registry of
- * live pools (so destroy can tell a live pool from a stale pointer) and the default
- * pool.
+ * pool.c - the public entry points on top of the core (the highest layer; see
+ * scripts/layering-check): configuration, creation, lane lookup (lanepool_next_lane,
+ * lanepool_get_lane), band submits, info, and the default pool with its fork handlers.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -15,19 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT] = {"ui", "in", "df", "ut", "bg"};
-const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
-    LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
-    LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
-
 /* ---- configuration ---------------------------------------------------------- */
-
-/* The struct_size values this library accepts for each caller-allocated struct: its
- * own sizeof. When a release appends fields, it adds the previous release's size here
- * (each older layout is a prefix of the newer one); what an older caller's struct
- * lacks is then taken from the defaults (a config) or not written (the info structs).
- * docs/c-library.md has the rule. */
-int lanepool__size_accepted(uint32_t struct_size, size_t current) { return struct_size == current; }
 
 static void config_defaults(lanepool_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -60,22 +48,6 @@ static int config_normalize(const lanepool_config_t *cfg, lanepool_config_t *ful
   memcpy(full, cfg, cfg->struct_size);
   full->struct_size = (uint32_t)sizeof *full;
   return 0;
-}
-
-int lanepool_band_index(lanepool_qos_t qos) {
-  switch (qos) {
-  case LANEPOOL_QOS_USER_INTERACTIVE:
-    return 0;
-  case LANEPOOL_QOS_USER_INITIATED:
-    return 1;
-  case LANEPOOL_QOS_DEFAULT:
-    return 2;
-  case LANEPOOL_QOS_UTILITY:
-    return 3;
-  case LANEPOOL_QOS_BACKGROUND:
-    return 4;
-  }
-  return -1;
 }
 
 static uint32_t allowed_cpu_count(void) {
@@ -179,21 +151,6 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
 }
 
 /* ---- creation and teardown -------------------------------------------------- */
-
-void lanepool__pool_free(lanepool_t *pool) {
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
-  if (pool->lanes)
-    for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
-  free(pool->lanes);
-  lanepool__topology_free(&pool->topology);
-  lanepool__timers_destroy(&pool->timers);
-  free(pool->allowed_cpus);
-#ifdef LANEPOOL_TEST_INJECT
-  /* Test builds: a read after the free finds garbage, not a pool that looks joined. */
-  memset(pool, 0xA5, sizeof *pool);
-#endif
-  free(pool);
-}
 
 /* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
 static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
@@ -314,9 +271,11 @@ static void log_refusals(lanepool_t *pool) {
 
 /* log_now 0: the caller calls log_refusals itself once it holds no lock (the default
  * pool is created under default_lock; its log callback may call lanepool_default). */
+static void install_fork_handlers(void);
+
 static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now,
                        lanepool_t **out) {
-  lanepool__fork_init();
+  install_fork_handlers();
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
@@ -349,16 +308,45 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   return create_pool(&full, 0, 1, out);
 }
 
-pthread_mutex_t lanepool__default_lock = PTHREAD_MUTEX_INITIALIZER;
-#define default_lock lanepool__default_lock
+static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lanepool_t *) default_pool;
 
 /* In a fork child: the parent's default pool has no threads here; forget it (its
  * memory is leaked on purpose: freeing could race nothing, but its lanes' state is
  * the parent's). */
-void lanepool__forget_default_pool(void) {
+static void forget_default_pool(void) {
   atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
 }
+
+/* fork(): the library's global locks are held across it (taken in a fixed order, the
+ * default pool's first), so the child never inherits one held by a thread it does not
+ * have; the child forgets the default pool (its lanes are the parent's) and gets a
+ * fresh one on demand. Registered after fork.c's generation handler, so in a child the
+ * generation has moved before these locks are released. */
+static void locks_prepare(void) {
+  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
+  pthread_mutex_lock(&default_lock);
+  pthread_mutex_lock(&lanepool__registry_lock);
+}
+
+static void locks_parent(void) {
+  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  pthread_mutex_unlock(&default_lock);
+}
+
+static void locks_child(void) {
+  forget_default_pool();
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  pthread_mutex_unlock(&default_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_install(void) {
+  lanepool__fork_init();
+  pthread_atfork(locks_prepare, locks_parent, locks_child);
+}
+static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install); }
 
 /* lanepool_default_configure's copy (name and CPU list owned here), under default_lock. */
 static lanepool_config_t default_cfg;
@@ -489,17 +477,6 @@ int lanepool_default(lanepool_t **out) {
 
 /* ---- picking lanes ---------------------------------------------------------- */
 
-/* The band's lane spinning idle, claimed for this caller alone (see `warm` in
- * internal.h), as its index + 1; 0 if none. */
-static inline uint32_t take_warm(lanepool_t *pool, int band) {
-  _Atomic uint32_t *warm = &pool->warm[band].value;
-  uint32_t w = atomic_load_explicit(warm, memory_order_relaxed);
-  if (w == 0 || !atomic_compare_exchange_strong_explicit(warm, &w, 0, memory_order_relaxed,
-                                                         memory_order_relaxed))
-    return 0;
-  return w;
-}
-
 /* Each thread rotates on its own: the pool's counter gives a thread its starting
  * point (the first pick after it last used another pool), and from there the thread
  * counts alone. A single thread sees the pool's round-robin exactly; several threads
@@ -533,7 +510,7 @@ int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **o
     rotation.next[b]++;
   }
   uint32_t n = rotation.next[b];
-  uint32_t w = take_warm(pool, b);
+  uint32_t w = lanepool__take_warm(pool, b);
   if (w) {
     /* A lane spinning idle: it starts the work without a wake. The rotation then goes
      * on after it, so the next pick is another lane, as round-robin's. */
@@ -551,58 +528,6 @@ int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index, lane
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   *out = pool->lanes[(uint32_t)b * pool->lanes_per_band + index];
   return 0;
-}
-
-static inline uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
-  x ^= x >> 30;
-  x *= UINT64_C(0xbf58476d1ce4e5b9);
-  x ^= x >> 27;
-  x *= UINT64_C(0x94d049bb133111eb);
-  x ^= x >> 31;
-  return x;
-}
-
-int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
-                          lanepool_lane_t **out) {
-  int b = lanepool_band_index(qos);
-  if (!pool || !out || b < 0) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  uint32_t n = pool->lanes_per_band;
-  /* Multiply-shift range reduction on the hash's high 32 bits (plain C11, no __int128). */
-  uint32_t i = (uint32_t)(((mix64(key) >> 32) * (uint64_t)n) >> 32);
-  *out = pool->lanes[(uint32_t)b * n + i];
-  return 0;
-}
-
-static __thread uint64_t rng_state;
-
-static inline uint64_t next_random(void) {
-  uint64_t x = rng_state;
-  if (x == 0) x = mix64((uint64_t)(uintptr_t)&rng_state ^ lanepool__now_ns()) | 1;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  rng_state = x;
-  return x;
-}
-
-/* A lane of the band spinning idle, if any; else the less loaded of two distinct random
- * lanes (power of two choices), a parked one on a tie (an awake lane with nothing
- * queued is most likely running a task). */
-lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
-  uint32_t n = pool->lanes_per_band;
-  lanepool_lane_t **lanes = &pool->lanes[(uint32_t)band * n];
-  if (n == 1) return lanes[0];
-  uint32_t w = take_warm(pool, band); /* a lane spinning idle first: no wake */
-  if (w) return lanes[w - 1];
-  uint64_t r = next_random();
-  uint32_t i = (uint32_t)((r & 0xffffffffu) % n);
-  uint32_t j = (uint32_t)((r >> 32) % (n - 1));
-  if (j >= i) j++;
-  uint64_t di = lanepool__lane_depth(lanes[i]), dj = lanepool__lane_depth(lanes[j]);
-  if (di != dj) return dj < di ? lanes[j] : lanes[i];
-  return atomic_load_explicit(&lanes[i]->sleeping, memory_order_relaxed) == LANE_AWAKE ? lanes[j]
-                                                                                       : lanes[i];
 }
 
 /* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task. */
