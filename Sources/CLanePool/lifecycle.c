@@ -21,7 +21,7 @@
  * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
  * Lower layers never write the state: lanes ask lanepool__life_cancelling (start no
  * task) and lanepool__life_open (lend a lane inline), and lanes and the timer thread
- *  report idle / fired / cancelled events through lanepool__drain_idle (all three are
+ * report idle / fired / cancelled events through lanepool__drain_idle (all three are
  * internal.h's event port: lower files call nothing of this one).
  *
  * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
