@@ -86,8 +86,15 @@ extension LanePool {
     /// `onLaneThread: true` to always run on the lane's own thread (a hand-off, and a
     /// wake if the lane is parked). No allocation either way.
     ///
-    /// Calling it from a task running on this same lane would wait forever: that stops
-    /// the program with a message instead (use `async`, or a different lane).
+    /// Called by a task that already holds this lane (a task running on it, or a `sync`
+    /// closure running inline on it), `work` runs at once, inline, like a recursive
+    /// lock: the caller already has the lane's exclusion, so nothing else runs on the
+    /// lane meanwhile, and waiting for the lane would wait for itself. Tasks queued on
+    /// the lane before still run after the calling task, as they would have. (This is
+    /// what `queue(for:).sync { ... }` from async code meets when LanePool is the
+    /// default executor and the band has one lane.) With `onLaneThread: true` that
+    /// cannot be honoured when the holder is another thread, so such a call stops the
+    /// program with a message instead (use `async`, or a different lane).
     /// - Throws: what `work` throws; or ``LanePoolError/shutDown``, ``LanePoolError/full``,
     ///   ``LanePoolError/cancelled`` when the lane did not run it. (It throws rather than
     ///   rethrows because a shut-down pool refuses the task.)
@@ -116,8 +123,14 @@ extension LanePool {
       }
       if rc != 0 {
         if rc == Errno.EDEADLK {
+          // The caller holds this lane (C: it is the current lane): run inline, as a
+          // recursive lock would (see `sync`).
+          if !onLaneThread && isCurrent {
+            body()
+            return
+          }
           misuse(
-            "Lane.sync called from a task already running on lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+            "Lane.sync(onLaneThread: true) called from a task already holding lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
           )
         }
         throw LanePoolError(errno: rc)

@@ -418,14 +418,16 @@ struct LifecycleSwiftTests {
 
   // MARK: (13) Misuse stops speak in release builds
 
-  @Test("case 13: Lane.sync onto its own lane stops with the message on stderr")
+  @Test("case 13: Lane.sync(onLaneThread: true) onto a lane the caller holds stops with the message on stderr")
   func sameLaneSyncStopsWithMessage() async {
     let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
       let lane = LanePool.queue(for: .default)
-      try? lane.sync { _ = try? lane.sync { 1 } }
+      try? lane.sync { _ = try? lane.sync(onLaneThread: true) { 1 } }
     }
     let said = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-    #expect(said.contains("LanePool: Lane.sync called from a task already running on lane"), "stderr: \(said)")
+    #expect(
+      said.contains("LanePool: Lane.sync(onLaneThread: true) called from a task already holding lane"),
+      "stderr: \(said)")
   }
 
   @Test("case 13: LaneGroup.leave() once too often stops with the message on stderr")
