@@ -464,8 +464,10 @@ struct ServiceEscalationTests {
     let injected = lp_test_inject_configure(0, 200) == 1
     defer { _ = lp_test_inject_configure(0, 200) }
     var escalated = 0
+    var hits: UInt64 = 0
     let rounds = Int(ProcessInfo.processInfo.environment["LANEPOOL_SCENARIO_SEEDS"] ?? "") ?? 40
     for round in 0..<rounds {
+      hits += lp_test_inject_hits_total()
       _ = lp_test_inject_configure(UInt64(round + 1), 200)
       switch await serviceShutdownRound(round, kind) {
       case .failure(let verdict):
@@ -475,6 +477,9 @@ struct ServiceEscalationTests {
         if didEscalate { escalated += 1 }
       }
     }
+    hits += lp_test_inject_hits_total()
+    let injection = injected ? "on, \(hits) points reached" : "not built in"
+    print("\(kind): \(rounds) seeds, \(escalated) escalated; core injection \(injection)")
     // Most rounds give the drain a budget it cannot meet: it escalated.
     #expect(escalated >= rounds / 3, "only \(escalated) of \(rounds) rounds escalated")
   }
@@ -549,7 +554,8 @@ func serviceShutdownRound(_ round: Int, _ kind: JobKind) async -> Result<Bool, V
     return .failure(Verdict(text: "ServiceGroup.run() did not return (the service is stuck), mode \(mode)"))
   }
   guard await eventually(60, { finished.n == tasks }) else {
-    return .failure(Verdict(text: "\(tasks - finished.n) of \(tasks) tasks never resumed (a job was lost), mode \(mode)"))
+    let lost = tasks - finished.n
+    return .failure(Verdict(text: "\(lost) of \(tasks) tasks never resumed (a job was lost), mode \(mode)"))
   }
   guard pool.isShutDown else { return .failure(Verdict(text: "the pool is not shut down")) }
   return .success(!logs.with("lanepool cancelled while draining").isEmpty)

@@ -47,12 +47,16 @@ final class SwiftYields: Sendable {
 func forEachSeed(_ name: String, _ body: (UInt64, SwiftYields) -> String?) -> String? {
   let injected = lp_test_inject_configure(0, 200) == 1
   defer { _ = lp_test_inject_configure(0, 200) }
+  var hits: UInt64 = 0
   for seed in 1...UInt64(scenarioSeeds) {
     _ = lp_test_inject_configure(seed, 200)
     if let failure = body(seed, SwiftYields(seed: seed)) {
       return "\(name), seed \(seed) (core injection \(injected ? "on" : "not built in")): \(failure)"
     }
+    hits += lp_test_inject_hits_total()
   }
+  let injection = injected ? "on, \(hits) points reached" : "not built in"
+  print("\(name): \(scenarioSeeds) seeds passed; core injection \(injection)")
   return nil
 }
 

@@ -42,7 +42,9 @@ func ownBandSyncFromAsyncCode(lanesPerBand: Int) -> String? {
 
 @Suite("sync onto the lane the caller holds never waits for itself (issue 23 defect 14)")
 struct OwnLaneSyncTests {
-  @Test("defect 14: with LanePool as the default executor (one lane per band), queue(for:).sync from async code returns")
+  @Test(
+    "defect 14: with LanePool as the default executor (one lane per band), queue(for:).sync from async code returns"
+  )
   func queueSyncFromAsyncCodeReturnsOneLane() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       reportVerdictAndExit(ownBandSyncFromAsyncCode(lanesPerBand: 1))
@@ -50,7 +52,9 @@ struct OwnLaneSyncTests {
     recordChildVerdict(result)
   }
 
-  @Test("defect 14: with LanePool as the default executor (two lanes per band), queue(for:).sync from async code returns")
+  @Test(
+    "defect 14: with LanePool as the default executor (two lanes per band), queue(for:).sync from async code returns"
+  )
   func queueSyncFromAsyncCodeReturnsTwoLanes() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       reportVerdictAndExit(ownBandSyncFromAsyncCode(lanesPerBand: 2))
