@@ -465,7 +465,7 @@ struct ServiceEscalationTests {
     defer { _ = lp_test_inject_configure(0, 200) }
     var escalated = 0
     var hits: UInt64 = 0
-    let rounds = Int(ProcessInfo.processInfo.environment["LANEPOOL_SCENARIO_SEEDS"] ?? "") ?? 40
+    let rounds = Int(ProcessInfo.processInfo.environment["LANEPOOL_SCENARIO_SEEDS"] ?? "") ?? 24
     for round in 0..<rounds {
       hits += lp_test_inject_hits_total()
       _ = lp_test_inject_configure(UInt64(round + 1), 200)
