@@ -93,7 +93,7 @@ let package = Package(
     .testTarget(
       name: "LanePoolServerTests",
       dependencies: [
-        "LanePoolServer", "LanePool",
+        "LanePoolServer", "LanePool", "LanePoolTestSupport",
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
         .product(name: "Logging", package: "swift-log"),

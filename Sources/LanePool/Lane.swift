@@ -92,8 +92,16 @@ extension LanePool {
     /// the lane's thread runs at the caller's band until `work` returns, the tasks queued
     /// before it included, in their order (docs/priorities.md, "Escalation").
     ///
-    /// Calling it from a task running on this same lane would wait forever: that stops
-    /// the program with a message instead (use `async`, or a different lane).
+    /// Called by a task that already holds this lane (a task running on it, or a `sync`
+    /// closure running inline on it), `work` runs at once, inline, like a recursive
+    /// lock: the caller already has the lane's exclusion, so nothing else runs on the
+    /// lane meanwhile, and waiting for the lane would wait for itself. Tasks queued on
+    /// the lane before still run after the calling task, as they would have. (This is
+    /// what `queue(for:).sync { ... }` from async code meets when LanePool is the
+    /// default executor and the band has one lane.) Two cases would wait for themselves
+    /// and stop the program with a message instead: `onLaneThread: true` from the
+    /// lane's holder, and a chain of nested syncs that comes back to a lane an outer
+    /// caller holds (`a.sync { b.sync { a.sync {} } }`); use `async`, or another lane.
     /// - Throws: what `work` throws; or ``LanePoolError/shutDown``, ``LanePoolError/full``,
     ///   ``LanePoolError/cancelled`` when the lane did not run it. (It throws rather than
     ///   rethrows because a shut-down pool refuses the task.)
@@ -122,8 +130,14 @@ extension LanePool {
       }
       if rc != 0 {
         if rc == Errno.EDEADLK {
+          // The caller holds this lane (C: it is the current lane): run inline, as a
+          // recursive lock would (see `sync`).
+          if !onLaneThread && isCurrent {
+            body()
+            return
+          }
           misuse(
-            "Lane.sync called from a task already running on lane \(name), or from nested syncs that hold it (a.sync { b.sync { a.sync {} } }): it would wait for itself forever. Use async, or sync onto another lane."
+            "Lane.sync onto lane \(name), which the caller holds (onLaneThread: true from its holder, or nested syncs that come back to it: a.sync { b.sync { a.sync {} } }): it would wait for itself forever. Use async, or sync onto another lane."
           )
         }
         throw LanePoolError(errno: rc)

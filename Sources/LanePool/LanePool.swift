@@ -125,9 +125,27 @@ public final class LanePool: @unchecked Sendable {
   /// rotates on its own from a starting point the pool gives it, and a lane spinning idle
   /// (awake, nothing queued) goes first, to one caller, so work sent there starts
   /// without a thread wake. Lock-free.
+  ///
+  /// Never the caller's own lane when the band has another: a task running on a lane of
+  /// this band (with LanePool as the default executor, any async code may be one) gets
+  /// a different lane, so `queue(for:).sync { ... }` waits for another lane, never for
+  /// itself. (With one lane per band the caller's lane is the only answer; a `sync` onto
+  /// it then runs inline, see ``Lane/sync(onLaneThread:_:)``.)
   public func queue(for qos: QoS) -> Lane {
     var lane: OpaquePointer?
     _ = lanepool_next_lane(core.raw, qos.c, &lane)
+    if lanesPerBand > 1 {
+      var current: OpaquePointer?
+      if lanepool_current_lane(&current) == 0, let current {
+        // The rotation moves on by one per pick (an idle spinning lane is never the
+        // caller's, which is running): the next pick is another lane.
+        var tries = 1
+        while lane == current && tries < lanesPerBand {
+          _ = lanepool_next_lane(core.raw, qos.c, &lane)
+          tries += 1
+        }
+      }
+    }
     return swiftLane(lane, qos)
   }
 

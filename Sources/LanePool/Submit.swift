@@ -112,7 +112,7 @@ func submitClosure(
 
 /// Carries one closure through the C ring as the context of a one-argument task: one
 /// allocation per submit. What still needs it: a task with an on-discard action (`run`,
-/// groups, `parallelFor`), timers (a cancelled timer gives back one context word), and
+/// groups), timers (a cancelled timer gives back one context word), and
 /// `async(waitingUpTo:)`. Plain `async` closures go box-free (``submitClosure``).
 final class TaskBox {
   let work: @Sendable () -> Void

@@ -1,6 +1,7 @@
 import Foundation
 import LanePool
 import LanePoolServer
+import LanePoolTestSupport
 import Logging
 import Metrics
 import MetricsTestKit
@@ -437,4 +438,128 @@ private func value(_ registry: PrometheusCollectorRegistry, _ name: String, _ la
     return line.split(separator: " ").last.flatMap { Double($0) }
   }
   return nil
+}
+
+/// An actor whose jobs run on a lane.
+actor LaneCounter {
+  let lane: Lane
+  var steps = 0
+  init(lane: Lane) { self.lane = lane }
+  nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
+  func step() {
+    steps += 1
+    usleep(50)
+  }
+}
+
+@Suite("LanePoolService: a drain escalated to cancel loses no Swift job (issue 23 defect 13, item 4)", .serialized)
+struct ServiceEscalationTests {
+  @Test(
+    "defect 13: Swift jobs in flight when the service drains, escalates or cancels all run; run() returns (one round per seed)",
+    arguments: [JobKind.actorsOnLanes, .tasksPreferringThePool]
+  )
+  func escalatedDrainKeepsJobs(kind: JobKind) async throws {
+    // With the C core's seeded-yield mode built in (swift test -Xcc -DLANEPOOL_TEST_INJECT),
+    // each round also drives the core's inject points with its seed.
+    let injected = lp_test_inject_configure(0, 200) == 1
+    defer { _ = lp_test_inject_configure(0, 200) }
+    var escalated = 0
+    var hits: UInt64 = 0
+    let rounds = Int(ProcessInfo.processInfo.environment["LANEPOOL_SCENARIO_SEEDS"] ?? "") ?? 24
+    for round in 0..<rounds {
+      hits += lp_test_inject_hits_total()
+      _ = lp_test_inject_configure(UInt64(round + 1), 200)
+      switch await serviceShutdownRound(round, kind) {
+      case .failure(let verdict):
+        Issue.record("\(kind), seed \(round + 1) (core injection \(injected ? "on" : "not built in")): \(verdict.text)")
+        return
+      case .success(let didEscalate):
+        if didEscalate { escalated += 1 }
+      }
+    }
+    hits += lp_test_inject_hits_total()
+    let injection = injected ? "on, \(hits) points reached" : "not built in"
+    print("\(kind): \(rounds) seeds, \(escalated) escalated; core injection \(injection)")
+    // Most rounds give the drain a budget it cannot meet: it escalated.
+    #expect(escalated >= rounds / 3, "only \(escalated) of \(rounds) rounds escalated")
+  }
+}
+
+struct Verdict: Error { let text: String }
+
+enum JobKind: Sendable, CustomStringConvertible {
+  /// Tasks on the cooperative pool calling actors whose executors are lanes.
+  case actorsOnLanes
+  /// Tasks that prefer the pool (band work: jobs a lane may steal), yielding.
+  case tasksPreferringThePool
+  var description: String { self == .actorsOnLanes ? "actors on lanes" : "tasks preferring the pool" }
+}
+
+/// One round: tasks keep sending jobs to the pool's lanes (calls to actors that live
+/// there, or the jobs of tasks that prefer the pool), while a plain task holds another
+/// lane for 1 to 5 ms. Then, by round: a graceful shutdown with room to drain
+/// (1 in 6), one whose 3 ms budget runs out so that the drain escalates to a cancel
+/// while jobs are queued and in flight (4 in 6), or the group's task cancelled (1 in
+/// 6). Every task must finish (its jobs run on the lanes or on the fallback) and the
+/// group's run() must return. Returns whether the drain escalated.
+func serviceShutdownRound(_ round: Int, _ kind: JobKind) async -> Result<Bool, Verdict> {
+  let (logger, logs) = capturingLogger()
+  let pool: LanePool
+  do { pool = try LanePool(name: "svact\(round % 10)", lanesPerBand: 2) } catch {
+    return .failure(Verdict(text: "setup: \(error)"))
+  }
+  let actors = pool.lanes(for: .utility).map(LaneCounter.init) + pool.lanes(for: .background).map(LaneCounter.init)
+  let finished = Count()
+  let started = Count()
+  // Many tasks keep the drain busy; one or two leave it quiescent between their hops,
+  // so that the cancel may come just as the drain finds nothing in flight.
+  let tasks = round % 3 == 0 ? 8 : 1 + round % 2
+  let steps = 400
+  for t in 0..<tasks {
+    switch kind {
+    case .actorsOnLanes:
+      Task.detached {
+        started.bump()
+        for s in 0..<steps { await actors[(t + s) % actors.count].step() }
+        finished.bump()
+      }
+    case .tasksPreferringThePool:
+      Task.detached(executorPreference: pool, priority: t % 2 == 0 ? .low : .background) {
+        started.bump()
+        for _ in 0..<steps {
+          usleep(50)
+          await Task.yield()
+        }
+        finished.bump()
+      }
+    }
+  }
+  // Around the 3 ms budget: the drain's end and the escalation race.
+  let holdMicroseconds = UInt32(1_000 + (round * 397) % 4_000)
+  do { try pool.queue(for: .default).async { usleep(holdMicroseconds) } } catch {
+    return .failure(Verdict(text: "blocker: \(error)"))
+  }
+  let mode = round % 6  // 0: drain with room, 1...4: escalation, 5: cancel
+  var config = ServiceGroupConfiguration(
+    services: [.init(service: LanePoolService(pool: pool, logger: logger, stallCheckInterval: nil))],
+    logger: Logger(label: "group") { _ in SwiftLogNoOpLogHandler() })
+  config.maximumGracefulShutdownDuration = mode == 0 ? .seconds(120) : .milliseconds(3)
+  config.maximumCancellationDuration = nil  // the test's own caps below, never a crash
+  let group = ServiceGroup(configuration: config)
+  let returned = Count()
+  let run = Task {
+    _ = try? await group.run()
+    returned.bump()
+  }
+  guard await eventually(60, { started.n == tasks }) else { return .failure(Verdict(text: "the tasks did not start")) }
+  if mode == 5 { run.cancel() } else { await group.triggerGracefulShutdown() }
+  guard await eventually(60, { returned.n == 1 }) else {
+    return .failure(Verdict(text: "ServiceGroup.run() did not return (the service is stuck), mode \(mode)"))
+  }
+  guard await eventually(60, { finished.n == tasks }) else {
+    let lost = tasks - finished.n
+    return .failure(Verdict(text: "\(lost) of \(tasks) tasks never resumed (a job was lost), mode \(mode)"))
+  }
+  guard pool.isShutDown else { return .failure(Verdict(text: "the pool is not shut down")) }
+  return .success(!logs.with("lanepool cancelled while draining").isEmpty)
 }

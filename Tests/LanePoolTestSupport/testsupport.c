@@ -51,3 +51,27 @@ size_t lp_test_heap_in_use(void) {
 }
 
 int lp_test_gettid(void) { return (int)syscall(SYS_gettid); }
+#ifdef LANEPOOL_TEST_INJECT
+/* Declared in Sources/CLanePool/inject.h, which is not part of the public header. */
+void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
+uint64_t lanepool__inject_hits(int point);
+
+int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us) {
+  lanepool__inject_configure(seed, sleep_us);
+  return 1;
+}
+
+uint64_t lp_test_inject_hits_total(void) {
+  uint64_t n = 0;
+  for (int i = 0; i < 64; i++) n += lanepool__inject_hits(i); /* 0 past the last point */
+  return n;
+}
+#else
+int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us) {
+  (void)seed;
+  (void)sleep_us;
+  return 0;
+}
+
+uint64_t lp_test_inject_hits_total(void) { return 0; }
+#endif

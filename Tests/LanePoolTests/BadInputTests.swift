@@ -252,11 +252,13 @@ struct BadInputTests {
     #expect(!pool.isShutDown)
   }
 
-  @Test("Swift: sync onto the lane you are running on stops with a clear message")
+  @Test("Swift: sync(onLaneThread: true) onto the lane you hold stops with a clear message")
   func swiftSyncOntoOwnLane() async {
+    // A plain sync onto the lane the caller holds runs inline (OwnLaneSyncTests); one
+    // that insists on the lane's thread cannot be honoured by an inline holder.
     await #expect(processExitsWith: .failure) {
       let lane = LanePool.queue(for: .default)
-      try? lane.sync { _ = try? lane.sync { 1 } }
+      try? lane.sync { _ = try? lane.sync(onLaneThread: true) { 1 } }
     }
   }
 }

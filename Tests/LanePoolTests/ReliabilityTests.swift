@@ -163,7 +163,8 @@ struct ReliabilityTests {
     let prefix = uniqueName("many")
     let threadsBefore = threadCount(prefix: prefix)
     try cyclePools(1_000, name: prefix)
-    #expect(threadCount(prefix: prefix) == threadsBefore)
+    // Joined threads may stay listed in /proc/self/task for a moment: wait, bounded.
+    #expect(eventually { threadCount(prefix: prefix) == threadsBefore }, "lane threads are still listed")
   }
 
   @Test(

@@ -23,4 +23,11 @@ int lp_test_set_own_nice(int nice);
 size_t lp_test_heap_in_use(void);
 /** The calling thread's kernel thread id (gettid). */
 int lp_test_gettid(void);
+/** The C core's seeded-yield mode (Sources/CLanePool/inject.h), reachable only in a
+ * build with `-Xcc -DLANEPOOL_TEST_INJECT` (every C target then has the points and
+ * this shim calls them). Sets `seed` (0: off) and the sleep cap; returns 1 if the mode
+ * is built in, 0 if not (then it does nothing). */
+int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us);
+/** Points reached with injection on since the last configure (0 when not built in). */
+uint64_t lp_test_inject_hits_total(void);
 #endif
