@@ -136,8 +136,13 @@ extension LanePool {
             body()
             return
           }
+          if isCurrent {
+            misuse(
+              "Lane.sync(onLaneThread: true) called from a task already holding lane \(name): it would wait for itself forever. Use async, or sync onto another lane."
+            )
+          }
           misuse(
-            "Lane.sync onto lane \(name), which the caller holds (onLaneThread: true from its holder, or nested syncs that come back to it: a.sync { b.sync { a.sync {} } }): it would wait for itself forever. Use async, or sync onto another lane."
+            "Lane.sync onto lane \(name) from nested syncs that hold it (a.sync { b.sync { a.sync {} } }), or from a task already running on it: it would wait for itself forever. Use async, or sync onto another lane."
           )
         }
         throw LanePoolError(errno: rc)
