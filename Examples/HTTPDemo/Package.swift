@@ -19,6 +19,7 @@ let package = Package(
       dependencies: [
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "LanePool", package: "LanePool"),
+        .product(name: "NIOPosix", package: "swift-nio"),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),

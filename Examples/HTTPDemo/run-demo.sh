@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Floods /heavy and measures /interactive, for the LanePool, GCD and executor offloads, on
-# loopback only, bounded in time. Writes out/results.json (and logs) beside this script.
-#   ./run-demo.sh [seconds per measurement, default 15]
+# Floods /heavy and measures /interactive, for the LanePool, GCD and executor offloads and
+# LanePool with SwiftNIO's event loops in the userInitiated band (loops-in), on loopback
+# only, bounded in time. Writes out/results.json (and logs) beside this script.
+#   ./run-demo.sh [seconds per measurement, default 15] [variant ...]
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-15}
+shift || true
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(gcd lanepool executor loops-in)
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 swift build -c release --product DemoServer
 bin=$(swift build -c release --show-bin-path)/DemoServer
@@ -12,8 +16,12 @@ port=18080
 mkdir -p out
 echo "{" > out/results.json
 first=1
-for offload in gcd lanepool executor; do
-  "$bin" --offload "$offload" --port "$port" > "out/server-$offload.log" 2>&1 &
+for offload in "${variants[@]}"; do
+  case "$offload" in
+  loops-in) args=(--offload lanepool --loops-band userInitiated) ;;
+  *) args=(--offload "$offload") ;;
+  esac
+  "$bin" "${args[@]}" --port "$port" > "out/server-$offload.log" 2>&1 &
   server=$!
   trap 'kill $server 2>/dev/null || true' EXIT
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/interactive" >/dev/null && break; sleep 0.2; done

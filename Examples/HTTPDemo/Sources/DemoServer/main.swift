@@ -1,15 +1,18 @@
-// demo-server --offload lanepool|gcd|executor [--port N]
+// demo-server --offload lanepool|gcd|executor [--loops-band userInitiated|...] [--port N]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
 // offload differs: LanePool bands (lane.run), DispatchQueue.global(qos:), or
 // `executor`: LanePool installed as the process's default executor (experimental), the
 // work in a Task whose priority picks the band, and Hummingbird's own handler tasks on
-// lanes too.
+// lanes too. `--loops-band` gives SwiftNIO's event-loop threads (Hummingbird's, the
+// singleton group) a LanePool band's treatment (LanePool.ThreadBand: nice, policy, I/O
+// priority, timer slack), since the HTTP path waits for those threads.
 import Dispatch
 import Foundation
 import Hummingbird
 import LanePool
+import NIOPosix
 
 // Before anything touches Swift concurrency (see LanePool.installAsDefaultExecutor).
 if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExecutor() }
@@ -17,20 +20,28 @@ if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExe
 enum Offload: String, Sendable { case lanepool, gcd, executor }
 
 enum Options {
-  static let parsed: (offload: Offload, port: Int) = {
+  static let parsed: (offload: Offload, port: Int, loopsBand: LanePool.QoS?) = {
     var offload = Offload.lanepool
     var port = 8080
+    var loopsBand: LanePool.QoS? = nil
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
       switch a {
       case "--offload": offload = Offload(rawValue: args.next() ?? "") ?? .lanepool
       case "--port": port = Int(args.next() ?? "") ?? port
+      case "--loops-band":
+        let name = args.next() ?? ""
+        guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
+          print("demo-server: --loops-band wants one of \(LanePool.QoS.allCases.map { "\($0)" })")
+          exit(2)
+        }
+        loopsBand = qos
       default:
-        print("usage: demo-server --offload lanepool|gcd|executor [--port N]")
+        print("usage: demo-server --offload lanepool|gcd|executor [--loops-band QOS] [--port N]")
         exit(2)
       }
     }
-    return (offload, port)
+    return (offload, port, loopsBand)
   }()
 }
 let offload = Options.parsed.offload
@@ -78,8 +89,22 @@ func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
 let router = Router()
 router.get("interactive") { _, _ -> String in try await offloaded(.userInteractive, rounds: interactiveRounds) }
 router.get("heavy") { _, _ -> String in try await offloaded(.background, rounds: heavyRounds) }
+/// Each event loop of the group Hummingbird uses enters `qos`'s band on its own thread
+/// (for the rest of the process); prints what each got.
+func giveEventLoops(_ qos: LanePool.QoS) async throws {
+  for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
+    let got = try await loop.submit { () throws -> String in
+      let band = try LanePool.ThreadBand.enter(qos)
+      return "nice \(band.applied.nice), scheduler \(band.applied.scheduler)"
+    }.get()
+    print("demo-server: event loop \(loop) in band \(qos): \(got)")
+  }
+}
+if let qos = Options.parsed.loopsBand { try await giveEventLoops(qos) }
+
 let app = Application(
-  router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)))
+  router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
+  eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton))
 print(
   "demo-server: offload \(offload.rawValue), port \(port), interactive \(interactiveRounds) rounds, heavy \(heavyRounds) rounds"
 )
