@@ -21,7 +21,7 @@ extension LanePool {
 
     /// Gives the calling thread `qos`'s treatment. With `strict`, any setting refused
     /// or withheld throws ``LanePoolError/notPermitted`` and leaves the thread as it was.
-    /// Throws ``LanePoolError/system(errno:during:)`` (EBUSY) on a lane's own thread,
+    /// Throws ``LanePoolError/system(errno:)`` (EBUSY) on a lane's own thread,
     /// which has its band.
     public static func enter(_ qos: QoS, strict: Bool = false) throws(LanePoolError) -> ThreadBand {
       var t = lanepool_band_token_t()
