@@ -10,7 +10,7 @@
  *
  * A test may instead install a scheduler (lanepool__inject_set_scheduler): every point
  * then calls it (after the observer hook, lanepool__inject_set_hook, if one is set)
- * instead of the seeded yields. Tests/c/sched.c is such a controlled scheduler: the
+ * instead of the seeded yields. Tests/c/ctlsched.c is such a controlled scheduler: the
  * threads of a scenario run one at a time and, at each point, a seeded strategy picks
  * who runs next. The points from LANEPOOL__AT_STATE on exist for it: shared-state
  * accesses of the life cycle, and the marks around blocking calls (a thread about to

@@ -1,6 +1,6 @@
 /*
  * sched_test.c - the life cycle of the real C core under the controlled scheduler
- * (sched.h): every pair of life-cycle operations, and a few triples, each on its own
+ * (ctlsched.h): every pair of life-cycle operations, and a few triples, each on its own
  * thread, run under thousands of schedules chosen by PCT and by a random walk.
  *
  * Operations: async (an outside submit), sync (lanepool_lane_sync: inline on a
@@ -18,7 +18,7 @@
  *
  * Build (as .ci/run does):
  *   cc -std=gnu11 -O1 -g -pthread -DLANEPOOL_TEST_INJECT -Iinclude -ISources/CLanePool \
- *      Tests/c/sched_test.c Tests/c/sched.c Sources/CLanePool/(all).c -o sched_test
+ *      Tests/c/sched_test.c Tests/c/ctlsched.c Sources/CLanePool/(all).c -o sched_test
  *   ./sched_test [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] [--fork]
  *                [--list]
  * --runs: schedules per scenario and strategy (default 500), seeds S, S+1, ...
@@ -37,7 +37,7 @@
 #include "lanepool.h"
 #include "inject.h"
 #include "internal.h"
-#include "sched.h"
+#include "ctlsched.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -211,7 +211,7 @@ static void *op_thread(void *p) {
 static const char *argv0 = "sched_test";
 static char run_desc[256]; /* what runs now, for the alarm and the sanitizers */
 /* The seeds of this scenario and strategy so far: a replay of one seed is exact only
- * if the woken threads come back in time as they did (see sched.h); this reruns the
+ * if the woken threads come back in time as they did (see ctlsched.h); this reruns the
  * whole range, which finds the failure again in the same proportion. */
 static char range_desc[256];
 static uint64_t range_first;

@@ -1,5 +1,6 @@
 /*
- * sched.h - a controlled scheduler for the C core's test build (-DLANEPOOL_TEST_INJECT).
+ * ctlsched.h - a controlled scheduler for the C core's test build (-DLANEPOOL_TEST_INJECT).
+ * (Not named sched.h: with -ITests/c that would hide the system's <sched.h>.)
  *
  * Installed as the inject scheduler (lanepool__inject_set_scheduler, inject.h), it makes
  * every thread that reaches an injection point while a run is on (the scenario's own

@@ -1,10 +1,10 @@
 /*
- * sched.c - the controlled scheduler (see sched.h). Test builds only: it is linked
+ * ctlsched.c - the controlled scheduler (see ctlsched.h). Test builds only: it is linked
  * into Tests/c/sched_test.c, never into the library; the library's side is the hook
  * in inject.c.
  */
 #define _GNU_SOURCE
-#include "sched.h"
+#include "ctlsched.h"
 #include "inject.h"
 
 #include <stdatomic.h>
