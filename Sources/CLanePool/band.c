@@ -19,7 +19,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define IOPRIO_WHO_PROCESS     1
 #define IOPRIO_CLASS_SHIFT     13
 #define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
 
@@ -27,47 +26,7 @@
  * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
 __thread int lanepool__thread_band;
 
-/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
-typedef struct band_sched_attr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime;
-  uint64_t sched_deadline;
-  uint64_t sched_period;
-} band_sched_attr;
-
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
-
-static int get_attr(pid_t tid, band_sched_attr *attr) {
-  memset(attr, 0, sizeof *attr);
-  return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
-}
-
-static int set_attr(pid_t tid, band_sched_attr *attr) {
-  attr->size = sizeof *attr;
-  return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
-}
-
-static int set_sched(pid_t tid, int policy, int rt_priority) {
-  struct sched_param sp = {.sched_priority = rt_priority};
-  return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : errno;
-}
-
-static int get_nice(pid_t tid) {
-  errno = 0;
-  return getpriority(PRIO_PROCESS, (id_t)tid);
-}
-
-static int set_nice(pid_t tid, int nice) {
-  return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
-}
-
-static int set_ioprio(pid_t tid, int value) {
-  return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
-}
 
 /* 1 if the calling thread has CAP_SYS_NICE in its effective set. */
 static bool has_cap_sys_nice(void) {
@@ -121,11 +80,11 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   (void)sched_getparam(0, &sp);
   t.saved_sched = policy & ~SCHED_RESET_ON_FORK;
   t.saved_rt_priority = sp.sched_priority;
-  t.saved_nice = get_nice(0);
+  t.saved_nice = lanepool__get_nice(0);
   t.saved_ioprio = lanepool__get_ioprio(tid);
   t.saved_timer_slack = (uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-  band_sched_attr attr;
-  t.saved_slice = get_attr(0, &attr) == 0 ? attr.sched_runtime : 0;
+  lanepool__sched_attr attr;
+  t.saved_slice = lanepool__get_attr(0, &attr) == 0 ? attr.sched_runtime : 0;
   t.saved_band = lanepool__thread_band;
 
   /* The undo rule (see the header): may this thread lower its nice back to now? */
@@ -141,7 +100,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     want_sched = LANEPOOL_SCHED_BATCH;
   }
   if (want_sched != t.saved_sched || p.rt_priority != t.saved_rt_priority) {
-    int e = set_sched(0, want_sched, p.rt_priority);
+    int e = lanepool__set_sched(0, want_sched, p.rt_priority);
     if (!err) err = e;
   }
   record(&t.sched, p.sched, sched_getscheduler(0) & ~SCHED_RESET_ON_FORK, err);
@@ -153,14 +112,14 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.nice > t.saved_nice && !may_come_back) {
     err = EPERM;
   } else if (p.nice != t.saved_nice) {
-    err = set_nice(0, p.nice);
+    err = lanepool__set_nice(0, p.nice);
     if (err && p.nice < t.saved_nice) {
       int floor = nice_floor();
       int target = p.nice > floor ? p.nice : floor;
-      if (target < t.saved_nice) (void)set_nice(0, target);
+      if (target < t.saved_nice) (void)lanepool__set_nice(0, target);
     }
   }
-  record(&t.nice, p.nice, get_nice(0), err);
+  record(&t.nice, p.nice, lanepool__get_nice(0), err);
   refused |= err;
 
   /* 3. I/O priority: best-effort levels are open to every thread both ways. */
@@ -169,7 +128,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   } else {
     int value = IOPRIO_VALUE((int)p.ioprio_class,
                              p.ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p.ioprio_level);
-    err = set_ioprio(0, value);
+    err = lanepool__set_ioprio(0, value);
     record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
     refused |= err;
   }
@@ -187,14 +146,14 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.slice_ns == 0) {
     record(&t.slice, -1, (int64_t)t.saved_slice, 0);
   } else {
-    err = get_attr(0, &attr);
+    err = lanepool__get_attr(0, &attr);
     if (!err) {
       attr.sched_flags = 0;
       attr.sched_runtime = p.slice_ns;
-      err = set_attr(0, &attr);
+      err = lanepool__set_attr(0, &attr);
     }
     record(&t.slice, (int64_t)p.slice_ns,
-           get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
+           lanepool__get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
     refused |= err;
   }
   t.saved_flags = flags;
@@ -226,20 +185,20 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   struct sched_param sp = {0};
   (void)sched_getparam(0, &sp);
   if (policy != token->saved_sched || sp.sched_priority != token->saved_rt_priority)
-    KEEP(set_sched(0, token->saved_sched, token->saved_rt_priority));
-  if (get_nice(0) != token->saved_nice) KEEP(set_nice(0, token->saved_nice));
+    KEEP(lanepool__set_sched(0, token->saved_sched, token->saved_rt_priority));
+  if (lanepool__get_nice(0) != token->saved_nice) KEEP(lanepool__set_nice(0, token->saved_nice));
   if (token->ioprio.requested != -1 && lanepool__get_ioprio(token->tid) != token->saved_ioprio)
-    KEEP(set_ioprio(0, token->saved_ioprio));
+    KEEP(lanepool__set_ioprio(0, token->saved_ioprio));
   if (token->timer_slack.requested != -1)
     KEEP(prctl(PR_SET_TIMERSLACK, (unsigned long)token->saved_timer_slack, 0, 0, 0) == 0 ? 0
                                                                                          : errno);
   if (token->slice.requested != -1 && token->saved_slice != 0) {
-    band_sched_attr attr;
-    int e = get_attr(0, &attr);
+    lanepool__sched_attr attr;
+    int e = lanepool__get_attr(0, &attr);
     if (!e && attr.sched_runtime != token->saved_slice) {
       attr.sched_flags = 0;
       attr.sched_runtime = token->saved_slice;
-      e = set_attr(0, &attr);
+      e = lanepool__set_attr(0, &attr);
     }
     KEEP(e);
   }
@@ -312,32 +271,16 @@ void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
   if (b) lanepool__boost_drop(lane, b - 1);
 }
 
-static const char *sched_label(int s) {
-  switch (s) {
-  case SCHED_OTHER:
-    return "SCHED_OTHER";
-  case SCHED_BATCH:
-    return "SCHED_BATCH";
-  case SCHED_IDLE:
-    return "SCHED_IDLE";
-  case SCHED_FIFO:
-    return "SCHED_FIFO";
-  case SCHED_RR:
-    return "SCHED_RR";
-  }
-  return "?";
-}
-
 /* Sets policy, nice and slice of `tid` in one sched_setattr. */
 static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice,
                                 uint64_t slice_ns) {
-  band_sched_attr attr;
+  lanepool__sched_attr attr;
   memset(&attr, 0, sizeof attr);
   attr.sched_policy = (uint32_t)policy;
   attr.sched_priority = (uint32_t)rt_priority;
   attr.sched_nice = nice;
   attr.sched_runtime = policy == SCHED_FIFO || policy == SCHED_RR ? 0 : slice_ns;
-  return set_attr(tid, &attr);
+  return lanepool__set_attr(tid, &attr);
 }
 
 /* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
@@ -354,7 +297,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
         own->sched.got == SCHED_FIFO || own->sched.got == SCHED_RR ? lane->policy.rt_priority : 0;
     (void)set_sched_nice_slice(tid, (int)own->sched.got, rt, (int)own->nice.got,
                                lane->policy.slice_ns);
-    if (own->ioprio.got >= 0) (void)set_ioprio(tid, (int)own->ioprio.got);
+    if (own->ioprio.got >= 0) (void)lanepool__set_ioprio(tid, (int)own->ioprio.got);
     errno = saved_errno;
     return;
   }
@@ -365,7 +308,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
      * RLIMIT_NICE allows (not below the band's), or stays. */
     int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
                                                                                   : (int)p->sched;
-    int cur = get_nice(tid);
+    int cur = lanepool__get_nice(tid);
     int floor = nice_floor();
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
     if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
@@ -380,15 +323,15 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
                "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
                "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "
                "Escalation)",
-               pool->name, p->nice, lane->name, strerror(err), get_nice(tid),
-               sched_label(sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK));
+               pool->name, p->nice, lane->name, strerror(err), lanepool__get_nice(tid),
+               lanepool__sched_name(sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK));
     }
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
     int level = p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level;
-    if (set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
+    if (lanepool__set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
         p->ioprio_class == LANEPOOL_IOPRIO_RT)
-      (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
+      (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
   }
   errno = saved_errno;
 }

@@ -400,6 +400,26 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
                               const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
+/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
+typedef struct lanepool__sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+} lanepool__sched_attr;
+/* Thin wrappers over the scheduling system calls for thread `tid` (policy.c, also used
+ * by band.c): 0 or an errno value; lanepool__get_nice leaves errno 0 unless it failed. */
+int lanepool__set_sched(pid_t tid, int policy, int rt_priority);
+int lanepool__set_nice(pid_t tid, int nice);
+int lanepool__get_nice(pid_t tid);
+int lanepool__set_ioprio(pid_t tid, int value);
+int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr);
+int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr); /* sets attr->size */
+const char *lanepool__sched_name(int64_t policy);              /* "SCHED_BATCH", ... */
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
 
 /* calls.c: the calls under way, per thread (see calls.c). A public entry point calls

@@ -100,50 +100,44 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
   return 0;
 }
 
-static int set_sched(pid_t tid, lanepool_sched_t policy, int rt_priority) {
+/* Thin syscall wrappers, shared with band.c: 0 or an errno value. */
+int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
   struct sched_param sp = {.sched_priority = rt_priority};
-  return sched_setscheduler(tid, (int)policy, &sp) == 0 ? 0 : errno;
+  return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : errno;
 }
 
-static int set_nice(pid_t tid, int nice) {
+int lanepool__set_nice(pid_t tid, int nice) {
   return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
 }
 
-static int get_nice(pid_t tid) {
+/* The nice of `tid`; errno is 0 unless it failed. */
+int lanepool__get_nice(pid_t tid) {
   errno = 0;
   return getpriority(PRIO_PROCESS, (id_t)tid);
 }
 
-static int set_ioprio(pid_t tid, int value) {
+int lanepool__set_ioprio(pid_t tid, int value) {
   return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
 }
 
-/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
-struct lanepool__sched_attr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime;
-  uint64_t sched_deadline;
-  uint64_t sched_period;
-};
-
-static int get_attr(pid_t tid, struct lanepool__sched_attr *attr) {
+int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr) {
   memset(attr, 0, sizeof *attr);
   return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
 }
 
+int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
+  attr->size = sizeof *attr;
+  return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
+}
+
 /* Sets the EEVDF slice, keeping the thread's policy and nice. */
 static int set_slice(pid_t tid, uint64_t slice_ns) {
-  struct lanepool__sched_attr attr;
-  int rc = get_attr(tid, &attr);
+  lanepool__sched_attr attr;
+  int rc = lanepool__get_attr(tid, &attr);
   if (rc) return rc;
-  attr.size = sizeof attr;
   attr.sched_flags = 0;
   attr.sched_runtime = slice_ns;
-  return syscall(SYS_sched_setattr, tid, &attr, 0) == 0 ? 0 : errno;
+  return lanepool__set_attr(tid, &attr);
 }
 
 int lanepool__get_ioprio(pid_t tid) {
@@ -167,27 +161,27 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   /* 1. Scheduling policy. Fallbacks: a refused real-time policy becomes SCHED_OTHER;
    *    a refused SCHED_IDLE becomes SCHED_BATCH (both keep the band's direction). */
   a->sched.requested = p->sched;
-  a->sched.error = set_sched(tid, p->sched, p->rt_priority);
+  a->sched.error = lanepool__set_sched(tid, p->sched, p->rt_priority);
   if (a->sched.error) {
     if (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR)
-      (void)set_sched(tid, LANEPOOL_SCHED_OTHER, 0);
+      (void)lanepool__set_sched(tid, LANEPOOL_SCHED_OTHER, 0);
     else if (p->sched == LANEPOOL_SCHED_IDLE)
-      (void)set_sched(tid, LANEPOOL_SCHED_BATCH, 0);
+      (void)lanepool__set_sched(tid, LANEPOOL_SCHED_BATCH, 0);
   }
   a->sched.got = sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK;
 
   /* 2. Nice. Raising nice is always allowed; lowering it needs CAP_SYS_NICE or
    *    RLIMIT_NICE. When refused, go as low as permitted, never below the request:
    *    the bands keep their order (bands clamped together tie). */
-  int start = get_nice(tid);
+  int start = lanepool__get_nice(tid);
   a->nice.requested = p->nice;
-  a->nice.error = set_nice(tid, p->nice);
+  a->nice.error = lanepool__set_nice(tid, p->nice);
   if (a->nice.error && p->nice < start) {
     int floor = lowest_permitted_nice(start);
     int target = p->nice > floor ? p->nice : floor;
-    if (target < start) (void)set_nice(tid, target);
+    if (target < start) (void)lanepool__set_nice(tid, target);
   }
-  a->nice.got = get_nice(tid);
+  a->nice.got = lanepool__get_nice(tid);
 
   /* 3. I/O priority. A refused RT class becomes best-effort at the same level; a
    *    refused IDLE class becomes best-effort 7. */
@@ -198,12 +192,12 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
     int value = IOPRIO_VALUE((int)p->ioprio_class,
                              p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level);
     a->ioprio.requested = value;
-    a->ioprio.error = set_ioprio(tid, value);
+    a->ioprio.error = lanepool__set_ioprio(tid, value);
     if (a->ioprio.error) {
       if (p->ioprio_class == LANEPOOL_IOPRIO_RT)
-        (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+        (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, p->ioprio_level));
       else if (p->ioprio_class == LANEPOOL_IOPRIO_IDLE)
-        (void)set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, 7));
+        (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, 7));
     }
   }
   a->ioprio.got = lanepool__get_ioprio(tid);
@@ -220,7 +214,7 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->timer_slack.got = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 
   /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). */
-  struct lanepool__sched_attr attr;
+  lanepool__sched_attr attr;
   if (p->slice_ns == 0) {
     a->slice.requested = -1;
     a->slice.error = 0;
@@ -228,12 +222,12 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
     a->slice.requested = (int64_t)p->slice_ns;
     a->slice.error = set_slice(tid, p->slice_ns);
   }
-  a->slice.got = get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
+  a->slice.got = lanepool__get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
 
   errno = saved;
 }
 
-static const char *sched_name(int64_t s) {
+const char *lanepool__sched_name(int64_t s) {
   switch (s) {
   case LANEPOOL_SCHED_OTHER:
     return "SCHED_OTHER";
@@ -291,8 +285,8 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
       if (!seen) continue;
       refusals++;
       if (k == 0)
-        APPEND(" %s %s -> %s (%s);", band, sched_name(seen->requested), sched_name(seen->got),
-               strerror(seen->error));
+        APPEND(" %s %s -> %s (%s);", band, lanepool__sched_name(seen->requested),
+               lanepool__sched_name(seen->got), strerror(seen->error));
       else
         APPEND(" %s %s %lld -> %lld (%s);", band, settings[k].label, (long long)seen->requested,
                (long long)seen->got, strerror(seen->error));
