@@ -29,7 +29,8 @@
  * its published sequence number: a task bound to no lane (submitted to a band), which
  * another lane of the band may run. The owner pops every cell in order; a thief takes
  * only the head cell, and only when it is published and marked. Owner and thieves
- * claim the head with a CAS, so each cell is taken once; a thief's acquire load of the
+ * claim a marked head cell with a CAS, so each cell is taken once (the owner takes a
+ * lane-bound head cell with plain stores: no thief can claim it); a thief's acquire load of the
  * marked seq pairs with the producer's release publish, and nothing can reuse the cell
  * before the CAS winner frees it, so the thief's CAS on `head` validates what it read.
  * Lane-bound cells are never stolen, so a lane's own work keeps its FIFO order.
@@ -94,8 +95,9 @@ typedef struct lanepool__ring {
   uint64_t mask; /* capacity - 1 */
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
-  /* ---- [cons] the next cell to take: advanced by a CAS of the owner or of a thief
-   * (seq_cst); read by the depth and emptiness checks ---- */
+  /* ---- [cons] the next cell to take: advanced past a marked cell by a CAS of the
+   * owner or of a thief (seq_cst), past a lane-bound cell by the owner's release store;
+   * read by the depth and emptiness checks ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t head;
 } lanepool__ring;
 
@@ -230,19 +232,29 @@ static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool
 }
 
 /* The owner (the lane thread, or the discard pass after the join). true and *out if
- * the head cell is published; a cell a thief took meanwhile is skipped. */
+ * the head cell is published; a cell a thief took meanwhile is skipped.
+ * A lane-bound cell at the head is taken without a CAS: thieves take only marked
+ * cells, so while the head is a lane-bound cell nobody but the owner can move `head`
+ * (a thief that read an older head finds its cell freed or reused, with a sequence
+ * number that is not the marked one it needs, and leaves it). The owner frees the
+ * cell, then publishes the new head with a release store. Only a marked cell, which a
+ * thief may be claiming at the same moment, costs the owner a CAS. */
 static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *out) {
   uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
   for (;;) {
     uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
-    if ((seq & ~LANEPOOL__SEQ_STEAL) != pos + 1) {
+    if (seq == pos + 1) { /* published, lane-bound: the owner's alone */
+      lanepool__ring_take(r, pos, out);
+      atomic_store_explicit(&r->head, pos + 1, memory_order_release);
+      return true;
+    }
+    if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) {
       uint64_t now = atomic_load_explicit(&r->head, memory_order_relaxed);
       if (now == pos) return false; /* not published yet */
       pos = now;                    /* a thief took it: look at the new head */
       continue;
     }
-    /* seq_cst: ordered with the emptiness checks (tail against head) of the park
-     * protocol, as the producers' CAS on tail is. */
+    /* Marked: a thief may be claiming it too; whoever wins the CAS takes it. */
     if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                               memory_order_relaxed)) {
       lanepool__ring_take(r, pos, out);
@@ -250,7 +262,6 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
     }
   }
 }
-
 /* A thief (another lane of the band). true and *out if the head cell is published and
  * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
  * lane-bound task first, or another taker won). */

@@ -1,8 +1,8 @@
 /*
  * ring_test.c - unit test of the header-only task ring (Sources/CLanePool/ring.h):
  * capacity and EAGAIN, FIFO across wraps, CLOSED and OWN_ONLY, the third task word, many
- * producers (single pushes and batches) with one consumer, and a claimed-but-unpublished
- * cell waited for by ring_wait_cell.
+ * producers (single pushes and batches) with one consumer, a claimed-but-unpublished
+ * cell waited for by ring_wait_cell, and an owner with thieves on a mixed ring.
  * Prints "ok - name" / "FAIL - name: why" per test, then "N passed, M failed".
  */
 #ifndef _GNU_SOURCE
@@ -391,6 +391,130 @@ static const char *claimed_cell_is_waited_for_body(lanepool__ring *r) {
   return NULL;
 }
 
+/* ---- owner_and_thieves_take_each_once ----
+ * Producers push a mix of lane-bound and stealable (LANEPOOL__PUSH_STEAL) cells into a
+ * small ring (many wraps); the owner pops, two thieves steal. Each cell is taken exactly
+ * once, a thief never takes a lane-bound cell, and the owner takes each producer's cells
+ * in the order they were pushed. (The owner takes lane-bound cells without a CAS.) */
+enum { OT_PRODUCERS = 3, OT_PER_PRODUCER = 60000, OT_THIEVES = 2, OT_CAPACITY = 64 };
+static _Atomic uint8_t ot_taken[OT_PRODUCERS][OT_PER_PRODUCER];
+static _Atomic uint64_t ot_total;
+static _Atomic int ot_stop;
+
+/* Cell s of a producer is lane-bound when s % 3 == 0 (runs of two stealable cells). */
+static bool ot_bound(uint64_t s) { return s % 3 == 0; }
+
+struct ot_arg {
+  lanepool__ring *r;
+  uint64_t id;
+  const char *err;
+};
+
+static void *ot_produce(void *arg) {
+  struct ot_arg *a = arg;
+  for (uint64_t s = 0; s < OT_PER_PRODUCER; s++) {
+    unsigned flags = ot_bound(s) ? 0 : LANEPOOL__PUSH_STEAL;
+    int rc;
+    while ((rc = lanepool__ring_push(a->r, task_fn, as_ctx(a->id << SEQ_BITS | s), NULL, flags)) ==
+           EAGAIN)
+      sched_yield();
+    if (rc != 0) {
+      a->err = "push returned neither 0 nor EAGAIN";
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+/* Marks a taken cell; the error if it was taken before or is not a producer's. */
+static const char *ot_mark(const lanepool__ring_task *t, bool thief) {
+  uint64_t v = from_ctx(t->ctx), id = v >> SEQ_BITS, s = v & ((UINT64_C(1) << SEQ_BITS) - 1);
+  if (t->fn != task_fn || id >= OT_PRODUCERS || s >= OT_PER_PRODUCER)
+    return "took a cell no producer pushed";
+  if (thief && ot_bound(s)) return "a thief took a lane-bound cell";
+  if (atomic_fetch_add(&ot_taken[id][s], 1) != 0) return "a cell was taken twice";
+  atomic_fetch_add(&ot_total, 1);
+  return NULL;
+}
+
+static void *ot_steal(void *arg) {
+  struct ot_arg *a = arg;
+  lanepool__ring_task t;
+  while (!atomic_load(&ot_stop)) {
+    if (!lanepool__ring_steal(a->r, &t)) {
+      sched_yield();
+      continue;
+    }
+    const char *why = ot_mark(&t, true);
+    if (why && !a->err) a->err = why;
+  }
+  return NULL;
+}
+
+static const char *owner_and_thieves_round(lanepool__ring *r, bool *stole) {
+  memset((void *)ot_taken, 0, sizeof ot_taken);
+  atomic_store(&ot_total, 0);
+  atomic_store(&ot_stop, 0);
+  struct ot_arg prod[OT_PRODUCERS], thief[OT_THIEVES];
+  pthread_t pt[OT_PRODUCERS], tt[OT_THIEVES];
+  for (int i = 0; i < OT_THIEVES; i++) {
+    thief[i] = (struct ot_arg){.r = r, .id = 0, .err = NULL};
+    REQUIRE(pthread_create(&tt[i], NULL, ot_steal, &thief[i]) == 0, "pthread_create failed");
+  }
+  for (int i = 0; i < OT_PRODUCERS; i++) {
+    prod[i] = (struct ot_arg){.r = r, .id = (uint64_t)i, .err = NULL};
+    REQUIRE(pthread_create(&pt[i], NULL, ot_produce, &prod[i]) == 0, "pthread_create failed");
+  }
+  const char *err = NULL;
+  uint64_t last[OT_PRODUCERS] = {0}, owned = 0;
+  bool any[OT_PRODUCERS] = {false};
+  uint64_t deadline = now_ns() + UINT64_C(120) * 1000000000u;
+  lanepool__ring_task t;
+  while (atomic_load(&ot_total) < (uint64_t)OT_PRODUCERS * OT_PER_PRODUCER) {
+    if (!lanepool__ring_pop(r, &t)) {
+      if (now_ns() > deadline) {
+        err = "cells lost: not every cell was taken";
+        break;
+      }
+      sched_yield();
+      continue;
+    }
+    owned++;
+    uint64_t v = from_ctx(t.ctx), id = v >> SEQ_BITS, s = v & ((UINT64_C(1) << SEQ_BITS) - 1);
+    const char *why = ot_mark(&t, false);
+    if (why && !err) err = why;
+    if (!why && any[id] && s <= last[id] && !err)
+      err = "the owner took a producer's cells out of order";
+    if (!why) {
+      last[id] = s;
+      any[id] = true;
+    }
+  }
+  atomic_store(&ot_stop, 1);
+  for (int i = 0; i < OT_PRODUCERS; i++) pthread_join(pt[i], NULL);
+  for (int i = 0; i < OT_THIEVES; i++) pthread_join(tt[i], NULL);
+  for (int i = 0; i < OT_PRODUCERS; i++) REQUIRE(prod[i].err == NULL, prod[i].err);
+  for (int i = 0; i < OT_THIEVES; i++) REQUIRE(thief[i].err == NULL, thief[i].err);
+  REQUIRE(err == NULL, err);
+  REQUIRE(!lanepool__ring_pop(r, &t) && !lanepool__ring_steal(r, &t),
+          "a cell after all were taken");
+  uint64_t total = (uint64_t)OT_PRODUCERS * OT_PER_PRODUCER;
+  REQUIRE(owned >= total / 3, "the owner took fewer cells than the lane-bound ones");
+  *stole = owned < total;
+  return NULL;
+}
+
+/* Rounds until the thieves took something (a slow build may let the owner win every
+ * race of a round); the exactly-once checks hold in every round. */
+static const char *owner_and_thieves_take_each_once_body(lanepool__ring *r) {
+  for (int round = 0; round < 20; round++) {
+    bool stole = false;
+    const char *err = owner_and_thieves_round(r, &stole);
+    if (err || stole) return err;
+  }
+  return "the thieves took nothing in 20 rounds: stealing was not exercised";
+}
+
 static void run(const char *name, uint64_t capacity, const char *(*body)(lanepool__ring *)) {
   lanepool__ring *r = ring_new(capacity);
   report(name, r == NULL ? "out of memory" : body(r));
@@ -407,6 +531,7 @@ int main(void) {
   run("push_n_takes_a_prefix", 8, push_n_takes_a_prefix_body);
   run("arg_travels", 8, arg_travels_body);
   run("claimed_cell_is_waited_for", 8, claimed_cell_is_waited_for_body);
+  run("owner_and_thieves_take_each_once", OT_CAPACITY, owner_and_thieves_take_each_once_body);
   printf("%d passed, %d failed\n", passed, failed);
   return failed > 0;
 }
