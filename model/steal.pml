@@ -17,7 +17,7 @@
  * BROKEN selects a wrong variant, to see the checker catch it:
  *   1: a parking lane looks at its siblings before it counts itself idle (no Dekker pair)
  *   2: the producer does not nudge
- *   3: a lookout that gives up does not look at its siblings once more
+ *   3: a lookout that gives up does not look at the mark and its siblings once more
  *   4: the producer does not mark the band as taking band work (lookouts never start)
  *   5: a lookout that clears the band-work mark (every ring of the band empty) does not
  *      look at the rings once more
@@ -25,7 +25,8 @@
  * Band work comes and goes: a lookout that finds every sibling's ring empty clears the
  * band's mark (parked lanes then park untimed), then looks at the rings once more and
  * sets it again if a task arrived meanwhile; a stealable push reads the mark after its
- * tail CAS and sets it if clear. Lane 1 may also be woken once for a task of its own
+ * tail CAS and sets it if clear. A lookout that finds the mark clear gives the role up
+ * (as when every sibling is parked): idle, then not watching, then one more look. Lane 1 may also be woken once for a task of its own
  * (owner1), which ends its lookout: so a cleared mark is seen by lanes that park again.
  */
 #ifndef BROKEN
@@ -89,7 +90,7 @@ end_blocked:
 }
 
 proctype idler(byte me) {
-  bool watch, must_steal = false;
+  bool watch, bw, must_steal = false;
 loop:
   /* lane_loop: own ring empty; steal_stuck (the watched sibling is stuck) */
   if
@@ -139,14 +140,16 @@ wait:
            if :: BROKEN != 5 && tail > head -> band_work = 1 :: else -> skip fi
         :: else -> skip
         fi;
+        bw = band_work;
         if
-        :: OTHERS_AWAKE(me) -> skip                /* keep looking */
-        :: else ->                                 /* every sibling parked: give up */
+        :: bw && OTHERS_AWAKE(me) -> skip          /* keep looking */
+        :: else ->       /* band work over, or every sibling parked: give up */
            idle++;
            watching = 0;
            watch = false;
+           bw = band_work;
            if
-           :: BROKEN != 3 && OTHERS_AWAKE(me) ->
+           :: BROKEN != 3 && bw && OTHERS_AWAKE(me) ->
               atomic { if :: watching == 0 -> watching = 1; watch = true :: else -> skip fi };
               if :: watch -> idle-- :: else -> skip fi
            :: else -> skip

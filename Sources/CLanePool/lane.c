@@ -688,7 +688,7 @@ static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
 
 /* Parked with a timeout as the band's lookout: true if it is time to go and steal (the
  * lane is AWAKE again, by its own CAS). Gives the lookout up (to park without a timeout)
- * once no sibling is awake. */
+ * once no sibling is awake or the band's work is over (its mark cleared). */
 static bool lookout(lanepool_lane_t *lane, bool *watching) {
   lanepool__band_watch *w = &lane->pool->watch[lane->band];
   uint64_t now = lanepool__now_ns();
@@ -708,14 +708,17 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
     atomic_store_explicit(&w->band_work, 0, memory_order_seq_cst);
     if (!band_rings_empty(lane)) atomic_store_explicit(&w->band_work, 1, memory_order_seq_cst);
   }
-  if (sibling_awake(lane)) return false;
-  /* Every sibling parked: idle first, then no longer the lookout, then look once more
-   * (the Dekker pair with nudge_band). */
+  if (atomic_load_explicit(&w->band_work, memory_order_seq_cst) && sibling_awake(lane))
+    return false;
+  /* Band work over (the mark clear), or every sibling parked: idle first, then no
+   * longer the lookout (an untimed park from now on), then look once more (the Dekker
+   * pair with a band push, which sets the mark and then reads watching and idle in
+   * nudge_band). model/steal.pml checks this. */
   atomic_fetch_add_explicit(&w->idle, 1, memory_order_seq_cst);
   atomic_store_explicit(&w->watching, 0, memory_order_seq_cst);
   *watching = false;
   uint32_t none = 0;
-  if (sibling_awake(lane) &&
+  if (atomic_load_explicit(&w->band_work, memory_order_seq_cst) && sibling_awake(lane) &&
       atomic_compare_exchange_strong_explicit(&w->watching, &none, 1, memory_order_seq_cst,
                                               memory_order_relaxed)) {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);

@@ -227,6 +227,64 @@ static void test_band_work_after_the_mark_cleared(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- the lookout gives its role up when band work ends ----------------------------- */
+
+static void raise_flag(void *arg) { atomic_store((_Atomic int *)arg, 1); }
+
+/* voluntary_ctxt_switches of a thread of this process, or -1. */
+static long voluntary_switches(pid_t tid) {
+  char path[64], line[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long v = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+
+/* Lane 0 is busy with a lane-bound task and an empty ring; one band task runs on lane 1,
+ * which then parks as the band's lookout (band work marked, a sibling awake) and polls.
+ * Its first polls find every ring empty and clear the mark: from then on it must park
+ * untimed (a timed park costs a timer and a wake per poll, forever, while lane 0 stays
+ * busy). Seen from outside: lane 1's thread stops switching. The check waits for a
+ * quiet spell of 100 ms (lookout polls come every few ms) with a 20 s cap. */
+static void test_lookout_gives_up_when_band_work_ends(void) {
+  current_test = "the lookout parks untimed once the band's work is over";
+  lanepool_t *pool = make_pool("lookout-ends", 2);
+  lanepool_lane_t *lane0, *lane1;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane0), 0);
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &lane1), 0);
+  bound_run b = {0};
+  CHECK_RC(lanepool_lane_async(lane0, blocker, &b), 0);
+  CHECK(wait_flag(&b.started));
+  _Atomic int ran = 0;
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, raise_flag, (void *)&ran), 0);
+  CHECK(wait_flag(&ran));
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(lane1, &info), 0);
+  bool quiet = false;
+  long last = -2;
+  uint64_t since = now_ns(), end = since + 20ull * 1000000000ull;
+  struct timespec step = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
+  while (now_ns() < end) {
+    long v = voluntary_switches(info.tid);
+    CHECK(v >= 0);
+    if (v != last) {
+      last = v;
+      since = now_ns();
+    } else if (now_ns() - since >= 100ull * 1000000ull) {
+      quiet = true;
+      break;
+    }
+    nanosleep(&step, NULL);
+  }
+  CHECK(quiet);
+  atomic_store(&b.release, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- exactly once: stealing under load, with drain and cancel ----------------------- */
 
 #define SLOTS 20000
@@ -313,6 +371,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < (rounds + 3) / 4; r++) test_bound_tasks_are_never_stolen();
   for (int r = 0; r < (rounds + 3) / 4; r++) test_band_work_after_the_mark_cleared();
   for (int r = 0; r < rounds; r++) test_busy_sibling_takes_blocked_band_work();
+  test_lookout_gives_up_when_band_work_ends();
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
     test_exactly_once(r, LANEPOOL_SHUTDOWN_CANCEL);
