@@ -740,7 +740,7 @@ typedef struct lanepool_lane_info {
   uint32_t struct_size; /* sizeof of the caller's header; see lanepool_lane_info() */
   lanepool_qos_t qos;
   uint32_t index; /* index within its band */
-  pid_t tid;      /* kernel thread id (as in /proc/self/task) */
+  pid_t tid;      /* kernel thread id (as in /proc/self/task); 0 once the lane's thread ended */
   char thread_name[16];
   uint64_t tasks_executed; /* tasks run to completion */
   uint64_t depth;          /* tasks queued now, ring and overflow (approximate) */

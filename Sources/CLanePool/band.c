@@ -26,6 +26,10 @@
  * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
 __thread int lanepool__thread_band;
 
+#ifdef LANEPOOL_TEST_HOOKS
+_Atomic(lanepool__test_point_fn) lanepool__test_point;
+#endif
+
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* 1 if the calling thread has CAP_SYS_NICE in its effective set. */
@@ -221,7 +225,9 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
  * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A
  * thread that ends and is replaced, or a lane that exits, leaves nothing boosted: the
  * successor starts at its own band and re-applies what waiters still hold
- * (lanepool__boost_thread_started). */
+ * (lanepool__boost_thread_started). A thread that leaves stores tid 0 first, under
+ * boost_lock (lanepool__lane_thread_leaving): no update reaches a thread id that has
+ * exited, and which the kernel may have given to another thread since. */
 
 /* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
 static _Atomic int escalation;
@@ -291,6 +297,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
                         size_t log_len) {
   lanepool_t *pool = lane->pool;
   int saved_errno = errno;
+  LANEPOOL__TEST_POINT("boost_apply", lane, tid);
   if (band == lane->band) {
     const lanepool__applied *own = &lane->applied;
     int rt =
@@ -350,13 +357,22 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
   uint32_t want = wanted_band(lane);
   if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
     pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    /* A thread that has exited: ESRCH, nothing. */
+    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
+     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
     atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
   }
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */
   if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
+}
+
+void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
+  /* Under boost_lock: an update that read the old tid has finished with it. */
+  pthread_mutex_lock(&lane->boost_lock);
+  atomic_store_explicit(&lane->tid, 0, memory_order_release);
+  pthread_mutex_unlock(&lane->boost_lock);
 }
 
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {

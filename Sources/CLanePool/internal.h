@@ -115,8 +115,11 @@ struct lanepool_lane {
   _Atomic uint64_t executed;
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
   _Atomic uint64_t busy_ns;       /* [cons, atomic: relaxed] */
-  _Atomic int tid;                /* [cons, atomic: release at start, acquire in create] */
-  _Atomic int running;            /* [cons, atomic: relaxed] */
+  /* [cons, atomic: release at start, acquire in create and info; stored 0 under
+   * boost_lock when the thread leaves (lanepool__lane_thread_leaving), so a boost never
+   * touches an exited, maybe reused, thread id] */
+  _Atomic int tid;
+  _Atomic int running; /* [cons, atomic: relaxed] */
 
   /* ---- stealing: the sibling this lane watches [cons] (lane.c, stuck_sibling) ---- */
   uint32_t steal_next;     /* where the search for a sibling to watch goes on */
@@ -390,6 +393,23 @@ void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
 /* A lane's (new) thread has applied its own band: re-apply a boost its waiters hold. */
 void lanepool__boost_thread_started(lanepool_lane_t *lane);
+/* A lane's thread is about to end (its loop returned, or a task ended it, before its
+ * successor starts): its tid goes back to 0, so no boost reaches it any more. */
+void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
+#ifdef LANEPOOL_TEST_HOOKS
+/* Tests only: when set, called at named points: "boost_apply" (band.c, under the lane's
+ * boost_lock, right before the system calls for thread `arg`), "apply_policy"
+ * (policy.c, a lane's thread before it applies its band, `lane` NULL, `arg` its tid). */
+typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
+extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
+#define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \
+  do {                                                                                             \
+    lanepool__test_point_fn f_ = atomic_load(&lanepool__test_point);                               \
+    if (f_) f_(name, lane, (long)(arg));                                                           \
+  } while (0)
+#else
+#define LANEPOOL__TEST_POINT(name, lane, arg) ((void)0)
+#endif
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);

@@ -931,6 +931,7 @@ static void thread_lost(void *arg) {
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;
   if (lanepool__forked(lane->generation)) return; /* a forked child's copy: let it end */
+  lanepool__lane_thread_leaving(lane);
   pthread_mutex_lock(&lane->thread_lock);
   pthread_t next;
   int rc = lanepool__thread_start(&next, lane->stack_size, lane_resume, lane);
@@ -967,6 +968,7 @@ static void lane_run(lanepool_lane_t *lane) {
   pthread_cleanup_push(thread_lost, lane);
   lane_loop(lane);
   pthread_cleanup_pop(0);
+  lanepool__lane_thread_leaving(lane);
   atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;

@@ -156,6 +156,7 @@ static int lowest_permitted_nice(int current) {
 }
 
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p) {
+  LANEPOOL__TEST_POINT("apply_policy", NULL, tid);
   int saved = errno;
 
   /* 1. Scheduling policy. Fallbacks: a refused real-time policy becomes SCHED_OTHER;

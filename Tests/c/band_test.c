@@ -4,8 +4,9 @@
  * caller waiting on it), checked from /proc/self/task/<tid>/stat. Runs three times:
  * as the caller (root in CI), and in child processes dropped to uid 65534 with
  * RLIMIT_NICE 0 and with RLIMIT_NICE 20.
- * Build: cc -std=gnu11 -O2 -pthread -Iinclude -ISources/CLanePool Tests/c/band_test.c
- *        Sources/CLanePool/(all).c
+ * Build (LANEPOOL_TEST_HOOKS: the test sees every boost's target thread):
+ *   cc -std=gnu11 -O2 -pthread -DLANEPOOL_TEST_HOOKS -Iinclude -ISources/CLanePool
+ *      Tests/c/band_test.c Sources/CLanePool/(all).c
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
@@ -504,6 +505,98 @@ static void test_escalate_thread_replaced(void) {
 }
 
 
+/* ---- a lane's thread id is 0 once its thread left: no boost reaches an exited (maybe
+ * reused) thread id (test hooks: every boost's target tid is recorded) ---- */
+
+enum { MAX_APPLIED = 64 };
+static _Atomic int applied_tids[MAX_APPLIED];
+static _Atomic int applied_count;
+static _Atomic int hold_successor; /* 1: armed; 2: a successor is held; 0: released */
+static _Atomic int held_tid;
+static const char *held_name;
+
+static void record_point(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  if (strcmp(point, "boost_apply") == 0) {
+    int k = atomic_fetch_add(&applied_count, 1);
+    if (k < MAX_APPLIED) atomic_store(&applied_tids[k], (int)arg);
+  } else if (strcmp(point, "apply_policy") == 0 && atomic_load(&hold_successor) == 1) {
+    char name[16] = "";
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    int armed = 1;
+    if (strcmp(name, held_name) != 0 || !atomic_compare_exchange_strong(&hold_successor, &armed, 2))
+      return;
+    atomic_store(&held_tid, (int)arg);
+    while (atomic_load(&hold_successor) == 2) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* true if some boost went to thread `tid` since applied_count was reset. */
+static bool boosted_tid(pid_t tid) {
+  int n = atomic_load(&applied_count);
+  for (int k = 0; k < n && k < MAX_APPLIED; k++)
+    if (atomic_load(&applied_tids[k]) == (int)tid) return true;
+  return false;
+}
+
+static bool task_exists(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+  return access(path, F_OK) == 0;
+}
+
+static void test_boost_after_the_thread_left(void) {
+  current_test = "boost_after_the_thread_left";
+  atomic_store(&lanepool__test_point, record_point);
+  /* 1. The lane's thread exited at shutdown: a boost has no thread to touch. */
+  lanepool_t *pool = escalation_pool("esc8");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t first = tid_of(bg);
+  CHECK(first > 0);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(tid_of(bg) == 0);
+  atomic_store(&applied_count, 0);
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(!boosted_tid(first) && atomic_load(&applied_count) == 0);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(unboosted(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+
+  /* 2. A task ended the thread; its successor is held before it applies its band (and
+   *    before it publishes its tid) until the old thread is gone: a boost then touches
+   *    neither, and the successor takes it up when it starts. */
+  pool = escalation_pool("esc9");
+  bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  first = tid_of(bg);
+  held_name = bg->name;
+  atomic_store(&held_tid, 0);
+  atomic_store(&hold_successor, 1);
+  CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
+  bool gone = false;
+  for (int i = 0; i < 10000 && !gone; i++) {
+    gone = atomic_load(&held_tid) != 0 && !task_exists(first);
+    struct timespec ts = {0, 1000000};
+    if (!gone) nanosleep(&ts, NULL);
+  }
+  CHECK(gone);
+  pid_t next = (pid_t)atomic_load(&held_tid);
+  atomic_store(&applied_count, 0);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(!boosted_tid(first));
+  if (boosted_tid(first)) fprintf(stderr, "[%s] boosted exited thread %d\n", current_test, first);
+  atomic_store(&hold_successor, 0);
+  CHECK(wait_for_sched(next, boosted_nice(0), SCHED_OTHER));
+  CHECK(tid_of(bg) == next && boosted_tid(next) && !boosted_tid(first));
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(bg_at_own_band(bg));
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
  * time out; afterwards nothing is counted and the lane is at its own band ---- */
 
@@ -652,6 +745,7 @@ static void run_suite(void) {
   test_boost_begin_end();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
+  test_boost_after_the_thread_left();
   test_escalation_storm();
   test_log_callback_reenters();
   test_fork_in_boosted_closure();
