@@ -893,7 +893,9 @@ typedef struct lanepool_boost {
  * cancelled); a boost held by several waiters lasts until the highest one left ends.
  * A qos not above the lane's band (or escalation disabled) holds nothing and returns 0.
  * Returns 0; EINVAL (NULL lane or out, unknown qos); EOWNERDEAD (a pre-fork lane). End
- * it before the pool is destroyed.
+ * it before the pool is destroyed: lanepool_destroy waits for a begin or an end already
+ * under way on one of its lanes (as for every call), but one that starts after destroy
+ * was called may find the lane freed. An end that holds nothing touches no lane.
  */
 LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos,
                                            lanepool_boost_t *out);

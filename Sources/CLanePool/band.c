@@ -387,21 +387,32 @@ int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepoo
   if (!lane || !out || b < 0) return EINVAL;
   out->lane = lane;
   out->band_plus_one = 0;
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  /* A registered call (calls.c): lanepool_destroy waits for it before it frees. */
+  const void *outer = lanepool__call_enter(lane);
+  int rc = 0;
   _Atomic uint32_t ticket;
   atomic_init(&ticket, 0);
-  if (lanepool__boost_join(lane, b, &ticket)) {
+  if (lanepool__forked(lane->generation)) {
+    rc = EOWNERDEAD;
+  } else if (lanepool__boost_join(lane, b, &ticket)) {
     out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
     lanepool__boost_update(lane);
   }
-  return 0;
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_lane_boost_end(lanepool_boost_t *boost) {
   if (!boost) return EINVAL;
   uint32_t b = boost->band_plus_one;
   boost->band_plus_one = 0;
-  if (b && boost->lane && !lanepool__forked(boost->lane->generation))
-    lanepool__boost_drop(boost->lane, b - 1);
+  lanepool_lane_t *lane = boost->lane;
+  if (!b || !lane) return 0; /* held nothing: touches no lane */
+  /* A registered call, as in lanepool_lane_boost_begin: an end that races
+   * lanepool_destroy finishes before the lane is freed. */
+  const void *outer = lanepool__call_enter(lane);
+  LANEPOOL__TEST_POINT("boost_end", lane, b);
+  if (!lanepool__forked(lane->generation)) lanepool__boost_drop(lane, b - 1);
+  lanepool__call_leave(outer);
   return 0;
 }

@@ -109,6 +109,7 @@ void lanepool__calls_wait(const lanepool_t *pool) {
   for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
     if (c == lanepool__self) continue;
     while (names_pool(pool, atomic_load_explicit(&c->inside, memory_order_seq_cst))) {
+      LANEPOOL__TEST_POINT("calls_wait", NULL, 0);
       LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
       sched_yield(); /* a caller between its last access and its return: short */
     }

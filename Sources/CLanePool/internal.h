@@ -398,8 +398,10 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane);
 void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
 #ifdef LANEPOOL_TEST_HOOKS
 /* Tests only: when set, called at named points: "boost_apply" (band.c, under the lane's
- * boost_lock, right before the system calls for thread `arg`), "apply_policy"
- * (policy.c, a lane's thread before it applies its band, `lane` NULL, `arg` its tid). */
+ * boost_lock, right before the system calls for thread `arg`), "boost_end" (on entry
+ * to lanepool_lane_boost_end, once the call is registered), "apply_policy" (policy.c, a
+ * lane's thread before it applies its band, `lane` NULL, `arg` its tid), "calls_wait"
+ * (calls.c, destroy waiting for a call still under way on the pool). */
 typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
 extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \

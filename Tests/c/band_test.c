@@ -597,6 +597,80 @@ static void test_boost_after_the_thread_left(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- lanepool_destroy waits for a lanepool_lane_boost_end under way on its lane (a
+ * use after free before: the end was no registered call) ---- */
+
+static _Atomic int end_inside;    /* the end reached its test point */
+static _Atomic int end_release;   /* the end may go on */
+static _Atomic int destroy_waits; /* destroy found a call under way */
+
+static void end_point(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (strcmp(point, "boost_end") == 0) {
+    atomic_store(&end_inside, 1);
+    while (!atomic_load(&end_release)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  } else if (strcmp(point, "calls_wait") == 0) {
+    atomic_store(&destroy_waits, 1);
+  }
+}
+
+static void *end_boost_thread(void *arg) {
+  lanepool_lane_boost_end(arg);
+  return NULL;
+}
+
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int done;
+  int rc;
+} destroy_arg;
+
+static void *destroy_pool_thread(void *arg) {
+  destroy_arg *d = arg;
+  d->rc = lanepool_destroy(d->pool);
+  atomic_store(&d->done, 1);
+  return NULL;
+}
+
+static void test_boost_end_racing_destroy(void) {
+  current_test = "boost_end_racing_destroy";
+  atomic_store(&end_inside, 0);
+  atomic_store(&end_release, 0);
+  atomic_store(&destroy_waits, 0);
+  lanepool_t *pool = escalation_pool("esc10");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(b.band_plus_one != 0);
+  atomic_store(&lanepool__test_point, end_point);
+  pthread_t ender, destroyer;
+  pthread_create(&ender, NULL, end_boost_thread, &b);
+  bool inside = false;
+  for (int i = 0; i < 10000 && !(inside = atomic_load(&end_inside)); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(inside);
+  destroy_arg d = {pool, 0, -1};
+  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
+  /* Either destroy waits for the end (right), or it returns and freed the lane under
+   * it (wrong: the end then touches freed memory, which ASan reports). */
+  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
+  atomic_store(&end_release, 1);
+  pthread_join(ender, NULL);
+  pthread_join(destroyer, NULL);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(d.rc, 0);
+}
+
 /* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
  * time out; afterwards nothing is counted and the lane is at its own band ---- */
 
@@ -746,6 +820,7 @@ static void run_suite(void) {
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_boost_after_the_thread_left();
+  test_boost_end_racing_destroy();
   test_escalation_storm();
   test_log_callback_reenters();
   test_fork_in_boosted_closure();
