@@ -455,7 +455,12 @@ typedef struct lanepool__caller {
   struct lanepool__caller *next; /* [once, before the record is published] */
 } lanepool__caller;
 extern __thread lanepool__caller *lanepool__self;
-extern bool lanepool__calls_cheap;
+extern bool lanepool__calls_cheap; /* destroy can use membarrier(2) (calls.c) */
+#ifdef LANEPOOL_TEST_HOOKS
+/* Tests only: membarrier commands (MEMBARRIER_CMD_* bits) calls.c is to see refused
+ * with EPERM, as under a seccomp filter; set before the first call into the library. */
+extern unsigned lanepool__test_membarrier_refused;
+#endif
 extern _Atomic uint32_t lanepool__calls_anonymous;
 lanepool__caller *lanepool__caller_register(void);
 void lanepool__calls_wait(const lanepool_t *pool);
@@ -465,15 +470,17 @@ static inline const void *lanepool__call_enter(const void *what) {
   lanepool__caller *c = lanepool__self;
   if (__builtin_expect(c == NULL, 0) && !(c = lanepool__caller_register())) {
     atomic_fetch_add_explicit(&lanepool__calls_anonymous, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* as an entry without membarrier (rare) */
     return LANEPOOL__ANONYMOUS;
   }
   const void *prev = atomic_load_explicit(&c->inside, memory_order_relaxed);
-  if (__builtin_expect(lanepool__calls_cheap, 1)) {
-    atomic_store_explicit(&c->inside, what, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst); /* destroy's membarrier does the rest */
-  } else {
-    atomic_store_explicit(&c->inside, what, memory_order_seq_cst);
-  }
+  atomic_store_explicit(&c->inside, what, memory_order_relaxed);
+  /* Decided once per process (calls.c): with membarrier, destroy's membarrier does the
+   * rest; without, a full fence here pairs with destroy's. */
+  if (__builtin_expect(lanepool__calls_cheap, 1))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
   return prev;
 }
 
