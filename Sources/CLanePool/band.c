@@ -15,12 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#define IOPRIO_CLASS_SHIFT     13
-#define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
 
 /* The band this thread counts as for escalation, as band index + 1 (0: none known). Set
  * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
@@ -41,17 +37,8 @@ static bool has_cap_sys_nice(void) {
   return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
 }
 
-/* The lowest nice an unprivileged thread may set: 20 - RLIMIT_NICE (the kernel's
- * is_nice_reduction); 20 when the rlimit is 0 (it may only raise its nice). */
-static int nice_floor(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NICE, &rl) != 0) return 20;
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40) return -20;
-  return 20 - (int)rl.rlim_cur;
-}
-
 /* true if this thread may set its nice to `nice` (down from anything above it). */
-static bool may_lower_to(int nice) { return nice >= nice_floor() || has_cap_sys_nice(); }
+static bool may_lower_to(int nice) { return nice >= lanepool__nice_floor() || has_cap_sys_nice(); }
 
 static void record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
   a->requested = requested;
@@ -118,7 +105,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   } else if (p.nice != t.saved_nice) {
     err = lanepool__set_nice(0, p.nice);
     if (err && p.nice < t.saved_nice) {
-      int floor = nice_floor();
+      int floor = lanepool__lowest_permitted_nice(t.saved_nice);
       int target = p.nice > floor ? p.nice : floor;
       if (target < t.saved_nice) (void)lanepool__set_nice(0, target);
     }
@@ -130,8 +117,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.ioprio_class == LANEPOOL_IOPRIO_NONE) {
     record(&t.ioprio, -1, t.saved_ioprio, 0);
   } else {
-    int value = IOPRIO_VALUE((int)p.ioprio_class,
-                             p.ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p.ioprio_level);
+    int value = lanepool__ioprio_value((int)p.ioprio_class, p.ioprio_level);
     err = lanepool__set_ioprio(0, value);
     record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
     refused |= err;
@@ -316,7 +302,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
                                                                                   : (int)p->sched;
     int cur = lanepool__get_nice(tid);
-    int floor = nice_floor();
+    int floor = lanepool__lowest_permitted_nice(cur);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
     if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
       (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
@@ -335,10 +321,10 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     }
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
-    int level = p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level;
-    if (lanepool__set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
+    if (lanepool__set_ioprio(tid, lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level)) !=
+            0 &&
         p->ioprio_class == LANEPOOL_IOPRIO_RT)
-      (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
+      (void)lanepool__set_ioprio(tid, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
   }
   errno = saved_errno;
 }

@@ -422,6 +422,14 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
                               const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
+/* The ioprio_set(2) value of a class and level (the idle class has level 0). */
+int lanepool__ioprio_value(int ioprio_class, int level);
+/* The nice rule, one copy for lanes (policy.c) and band.c: the lowest nice a thread
+ * without CAP_SYS_NICE may set, 20 - RLIMIT_NICE (-20 for RLIM_INFINITY; 20 when the
+ * rlimit is 0 or unreadable: it may only raise its nice)... */
+int lanepool__nice_floor(void);
+/* ...and the lowest it may go from `current`: that floor if below, else `current`. */
+int lanepool__lowest_permitted_nice(int current);
 /* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
 typedef struct lanepool__sched_attr {
   uint32_t size;

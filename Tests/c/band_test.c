@@ -169,6 +169,36 @@ static void test_enter_bad_input(void) {
 }
 
 
+/* ---- the one nice rule (policy.c) agrees with the kernel: from nice 19, a thread
+ * without CAP_SYS_NICE may go down to lanepool__nice_floor() and not below ---- */
+
+static void *nice_floor_thread(void *arg) {
+  int *result = arg;
+  pid_t me = gettid_();
+  int floor = lanepool__nice_floor();
+  int below = (floor > 19 ? 19 : floor) - 1;
+  result[0] = setpriority(PRIO_PROCESS, (id_t)me, 19) == 0;
+  result[1] = floor > 19 || setpriority(PRIO_PROCESS, (id_t)me, floor) == 0;
+  (void)setpriority(PRIO_PROCESS, (id_t)me, 19);
+  result[2] = below < -20 || setpriority(PRIO_PROCESS, (id_t)me, below) != 0;
+  result[3] = lanepool__lowest_permitted_nice(19) == (floor < 19 ? floor : 19);
+  return NULL;
+}
+
+static void test_nice_floor(void) {
+  current_test = "nice_floor";
+  struct rlimit rl;
+  CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+  int expected = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40 ? -20 : 20 - (int)rl.rlim_cur;
+  CHECK(lanepool__nice_floor() == expected);
+  if (mode == MODE_ROOT) return; /* CAP_SYS_NICE: any nice */
+  int result[4] = {0, 0, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, nice_floor_thread, result);
+  pthread_join(th, NULL);
+  CHECK(result[0] && result[1] && result[2] && result[3]);
+}
+
 /* ---- escalation ---------------------------------------------------------------- */
 
 static const int table_nice[LANEPOOL_BAND_COUNT] = {-5, -3, 0, 4, 10};
@@ -814,6 +844,7 @@ static void test_fork_in_boosted_closure(void) {
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
+  test_nice_floor();
   test_escalate_from_lanes();
   test_escalate_busy_lane();
   test_boost_begin_end();
