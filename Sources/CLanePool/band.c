@@ -308,10 +308,9 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
       (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                                  p->slice_ns);
     uint32_t none = 0;
-    lanepool_lane_t *first = pool->lanes[0];
     if (pool->log &&
-        atomic_compare_exchange_strong_explicit(&first->boost_logged, &none, 1,
-                                                memory_order_relaxed, memory_order_relaxed)) {
+        atomic_compare_exchange_strong_explicit(&pool->boost_logged, &none, 1, memory_order_relaxed,
+                                                memory_order_relaxed)) {
       snprintf(log_line, log_len,
                "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
                "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "

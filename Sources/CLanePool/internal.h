@@ -181,8 +181,6 @@ struct lanepool_lane {
   /* The band the lane's thread runs at now: its own, or a waiter's (lower index).
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
-  /* Lane 0 of a pool only: 1 once a refused escalation was logged. [atomic: CAS] */
-  _Atomic uint32_t boost_logged;
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
@@ -276,6 +274,10 @@ struct lanepool {
 
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
+
+  /* ---- escalation (band.c) ---- */
+  /* 1 once a refused escalation was logged (one line per pool). [atomic: CAS] */
+  _Atomic uint32_t boost_logged;
 };
 
 /* What lower layers may ask of the pool's life (they never change it). */

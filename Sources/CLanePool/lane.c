@@ -148,7 +148,6 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->userdata, NULL);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&lane->boost_waiting[b], 0);
   atomic_init(&lane->boost_band, band);
-  atomic_init(&lane->boost_logged, 0);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
   char suffix[16];

@@ -183,6 +183,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   atomic_init(&pool->started, 0);
   atomic_init(&pool->spinners, 0);
   atomic_init(&pool->interactive_spinner, 0);
+  atomic_init(&pool->boost_logged, 0);
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     atomic_init(&pool->rr[b].value, 0);
     atomic_init(&pool->warm[b].value, 0);
