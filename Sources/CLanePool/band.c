@@ -275,10 +275,56 @@ static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice
   return lanepool__set_attr(tid, &attr);
 }
 
+/* As set_sched_nice_slice for the lane's thread, skipped when band.c last gave it these
+ * very settings (lane->boost_now). [boost_lock] */
+static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_priority, int nice,
+                           uint64_t slice_ns) {
+  lanepool__boost_now *now = &lane->boost_now;
+  if (policy == SCHED_FIFO || policy == SCHED_RR)
+    slice_ns = 0;
+  else
+    rt_priority = 0;
+  if (now->sched_known && now->policy == policy && now->rt_priority == rt_priority &&
+      now->nice == nice && now->slice_ns == slice_ns)
+    return 0;
+  int err = set_sched_nice_slice(tid, policy, rt_priority, nice, slice_ns);
+  now->sched_known = err == 0;
+  now->policy = policy;
+  now->rt_priority = rt_priority;
+  now->nice = nice;
+  now->slice_ns = slice_ns;
+  return err;
+}
+
+/* As lanepool__set_ioprio for the lane's thread, skipped likewise. [boost_lock] */
+static int boost_set_ioprio(lanepool_lane_t *lane, pid_t tid, int value) {
+  lanepool__boost_now *now = &lane->boost_now;
+  if (now->ioprio_known && now->ioprio == value) return 0;
+  int err = lanepool__set_ioprio(tid, value);
+  now->ioprio_known = err == 0;
+  now->ioprio = value;
+  return err;
+}
+
+/* The pool's nice floor (lanepool__nice_floor), read once per pool. */
+static int pool_nice_floor(lanepool_t *pool) {
+  int f = atomic_load_explicit(&pool->boost_nice_floor, memory_order_relaxed);
+  if (f == 0) {
+    f = lanepool__nice_floor() + 64; /* 0 stays "not read yet" */
+    atomic_store_explicit(&pool->boost_nice_floor, f, memory_order_relaxed);
+  }
+  return f - 64;
+}
+
 /* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
  * or, for the lane's own band, what the lane got when it started (its fallbacks
  * included). Without the privilege to lower nice that far: the band's policy and as low
- * a nice as permitted (never below the band's), logged once per pool. */
+ * a nice as permitted (never below the band's), logged once per pool.
+ * System calls that cannot change anything are skipped: a setting the thread already
+ * has (lane->boost_now), and a request the kernel refused for this band of the pool
+ * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
+ * band achieves is thus learned once: privileges gained later are not tried for it,
+ * and a task that changes its own thread's settings is not seen. */
 static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
                         size_t log_len) {
   lanepool_t *pool = lane->pool;
@@ -286,29 +332,34 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
   LANEPOOL__TEST_POINT("boost_apply", lane, tid);
   if (band == lane->band) {
     const lanepool__applied *own = &lane->applied;
-    int rt =
-        own->sched.got == SCHED_FIFO || own->sched.got == SCHED_RR ? lane->policy.rt_priority : 0;
-    (void)set_sched_nice_slice(tid, (int)own->sched.got, rt, (int)own->nice.got,
-                               lane->policy.slice_ns);
-    if (own->ioprio.got >= 0) (void)lanepool__set_ioprio(tid, (int)own->ioprio.got);
+    (void)boost_set_sched(lane, tid, (int)own->sched.got, lane->policy.rt_priority,
+                          (int)own->nice.got, lane->policy.slice_ns);
+    if (own->ioprio.got >= 0) (void)boost_set_ioprio(lane, tid, (int)own->ioprio.got);
     errno = saved_errno;
     return;
   }
   const lanepool_band_policy_t *p = &pool->lanes[band * pool->lanes_per_band]->policy;
-  int err = set_sched_nice_slice(tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
-  if (err == EPERM || err == EACCES) {
+  uint32_t refused = atomic_load_explicit(&pool->boost_refused[band], memory_order_relaxed);
+  int err = 0;
+  if (!(refused & LANEPOOL__REFUSED_SCHED)) {
+    err = boost_set_sched(lane, tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
+    if (err == EPERM || err == EACCES)
+      atomic_fetch_or_explicit(&pool->boost_refused[band], LANEPOOL__REFUSED_SCHED,
+                               memory_order_relaxed);
+  }
+  if ((refused & LANEPOOL__REFUSED_SCHED) || err == EPERM || err == EACCES) {
     /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice goes as low as
      * RLIMIT_NICE allows (not below the band's), or stays. */
     int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
                                                                                   : (int)p->sched;
-    int cur = lanepool__get_nice(tid);
-    int floor = lanepool__lowest_permitted_nice(cur);
+    int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
+    int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
-      (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
-                                 p->slice_ns);
+    if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0)
+      (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
+                            p->slice_ns);
     uint32_t none = 0;
-    if (pool->log &&
+    if (err && pool->log &&
         atomic_compare_exchange_strong_explicit(&pool->boost_logged, &none, 1, memory_order_relaxed,
                                                 memory_order_relaxed)) {
       snprintf(log_line, log_len,
@@ -320,10 +371,15 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     }
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
-    if (lanepool__set_ioprio(tid, lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level)) !=
-            0 &&
-        p->ioprio_class == LANEPOOL_IOPRIO_RT)
-      (void)lanepool__set_ioprio(tid, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+    int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
+    int be = lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level);
+    if (p->ioprio_class == LANEPOOL_IOPRIO_RT && (refused & LANEPOOL__REFUSED_IOPRIO)) {
+      (void)boost_set_ioprio(lane, tid, be);
+    } else if (boost_set_ioprio(lane, tid, value) != 0 && p->ioprio_class == LANEPOOL_IOPRIO_RT) {
+      atomic_fetch_or_explicit(&pool->boost_refused[band], LANEPOOL__REFUSED_IOPRIO,
+                               memory_order_relaxed);
+      (void)boost_set_ioprio(lane, tid, be);
+    }
   }
   errno = saved_errno;
 }
@@ -357,12 +413,15 @@ void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
   /* Under boost_lock: an update that read the old tid has finished with it. */
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->tid, 0, memory_order_release);
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
 }
 
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  /* A new thread: nothing known of what it has; the first update sets it all. */
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
   lanepool__boost_update(lane);
 }

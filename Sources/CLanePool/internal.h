@@ -45,6 +45,14 @@ typedef struct lanepool__topology {
   lanepool__topo_node *nodes;
 } lanepool__topology;
 
+/* What band.c last gave a lane's thread (escalation), so that a system call that would
+ * change nothing is skipped. A `*_known` false: unknown (a new thread, a failed call). */
+typedef struct lanepool__boost_now {
+  bool sched_known, ioprio_known;
+  int policy, rt_priority, nice, ioprio;
+  uint64_t slice_ns;
+} lanepool__boost_now;
+
 typedef struct lanepool__timer_entry {
   uint64_t deadline;
   uint64_t seq; /* ties fire in the order they were set */
@@ -181,6 +189,7 @@ struct lanepool_lane {
   /* The band the lane's thread runs at now: its own, or a waiter's (lower index).
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
+  lanepool__boost_now boost_now; /* [boost_lock] */
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
@@ -278,7 +287,13 @@ struct lanepool {
   /* ---- escalation (band.c) ---- */
   /* 1 once a refused escalation was logged (one line per pool). [atomic: CAS] */
   _Atomic uint32_t boost_logged;
+  /* Per band, what the kernel refused for a boost to it (LANEPOOL__REFUSED_*): later
+   * boosts ask for the fallback at once. [atomic: relaxed fetch_or; a hint] */
+  _Atomic uint32_t boost_refused[LANEPOOL_BAND_COUNT];
+  /* lanepool__nice_floor() + 64 once read for a boost, 0 before. [atomic: relaxed] */
+  _Atomic int boost_nice_floor;
 };
+enum { LANEPOOL__REFUSED_SCHED = 1u, LANEPOOL__REFUSED_IOPRIO = 2u };
 
 /* What lower layers may ask of the pool's life (they never change it). */
 /* A lane starts no task once this is true. [acquire: pairs with the CAS to CANCELLING] */
@@ -403,7 +418,8 @@ void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
  * boost_lock, right before the system calls for thread `arg`), "boost_end" (on entry
  * to lanepool_lane_boost_end, once the call is registered), "apply_policy" (policy.c, a
  * lane's thread before it applies its band, `lane` NULL, `arg` its tid), "calls_wait"
- * (calls.c, destroy waiting for a call still under way on the pool). */
+ * (calls.c, destroy waiting for a call still under way on the pool), "sched_syscall"
+ * (policy.c, each scheduling system call of its wrappers, getrlimit included). */
 typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
 extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \

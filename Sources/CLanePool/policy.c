@@ -100,30 +100,36 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
 
 /* Thin syscall wrappers, shared with band.c: 0 or an errno value. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   struct sched_param sp = {.sched_priority = rt_priority};
   return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : errno;
 }
 
 int lanepool__set_nice(pid_t tid, int nice) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
 }
 
 /* The nice of `tid`; errno is 0 unless it failed. */
 int lanepool__get_nice(pid_t tid) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   errno = 0;
   return getpriority(PRIO_PROCESS, (id_t)tid);
 }
 
 int lanepool__set_ioprio(pid_t tid, int value) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
 }
 
 int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   memset(attr, 0, sizeof *attr);
   return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
 }
 
 int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   attr->size = sizeof *attr;
   return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
 }
@@ -149,6 +155,7 @@ int lanepool__ioprio_value(int ioprio_class, int level) {
 /* The kernel's rule (is_nice_reduction): a thread may lower its nice to n when
  * 20 - n <= RLIMIT_NICE, or with CAP_SYS_NICE; raising it is always allowed. */
 int lanepool__nice_floor(void) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, 0);
   struct rlimit rl;
   if (getrlimit(RLIMIT_NICE, &rl) != 0) return 20;
   if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40) return -20;

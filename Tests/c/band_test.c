@@ -701,6 +701,50 @@ static void test_boost_end_racing_destroy(void) {
   CHECK_RC(d.rc, 0);
 }
 
+/* ---- a boost that cannot change anything costs no system call: unprivileged, a
+ * default lane boosted to a userInteractive band that differs only by a nice it may not
+ * have (5 to 7 scheduling calls per sync before, whatever they could achieve) ---- */
+
+static _Atomic int sched_syscalls;
+static void count_syscalls(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (strcmp(point, "sched_syscall") == 0) atomic_fetch_add(&sched_syscalls, 1);
+}
+
+static void test_boost_changing_nothing(void) {
+  current_test = "boost_changing_nothing";
+  if (mode == MODE_ROOT) return; /* root gets nice -5: the boost changes something */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc11";
+  cfg.lanes_per_band = 1;
+  cfg.policy[0] = cfg.policy[2];
+  cfg.policy[0].nice = -5;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_lane_t *def = lane_of(pool, LANEPOOL_QOS_DEFAULT);
+  pid_t tid = tid_of(def);
+  lanepool_band_token_t t;
+  t.struct_size = sizeof t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(def, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0); /* learns */
+  atomic_store(&sched_syscalls, 0);
+  atomic_store(&lanepool__test_point, count_syscalls);
+  for (int i = 0; i < 50; i++)
+    CHECK_RC(lanepool_lane_sync_flags(def, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(atomic_load(&sched_syscalls) == 0);
+  if (atomic_load(&sched_syscalls))
+    fprintf(stderr, "[%s] %d scheduling system calls for 50 syncs\n", current_test,
+            atomic_load(&sched_syscalls));
+  CHECK(seen.nice == 0 && seen.policy == SCHED_OTHER);
+  CHECK(nice_of(tid) == 0 && policy_of(tid) == SCHED_OTHER && unboosted(def));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
  * time out; afterwards nothing is counted and the lane is at its own band ---- */
 
@@ -852,6 +896,7 @@ static void run_suite(void) {
   test_escalate_thread_replaced();
   test_boost_after_the_thread_left();
   test_boost_end_racing_destroy();
+  test_boost_changing_nothing();
   test_escalation_storm();
   test_log_callback_reenters();
   test_fork_in_boosted_closure();
