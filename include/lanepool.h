@@ -740,7 +740,7 @@ typedef struct lanepool_lane_info {
   uint32_t struct_size; /* sizeof of the caller's header; see lanepool_lane_info() */
   lanepool_qos_t qos;
   uint32_t index; /* index within its band */
-  pid_t tid;      /* kernel thread id (as in /proc/self/task) */
+  pid_t tid;      /* kernel thread id (as in /proc/self/task); 0 once the lane's thread ended */
   char thread_name[16];
   uint64_t tasks_executed; /* tasks run to completion */
   uint64_t depth;          /* tasks queued now, ring and overflow (approximate) */
@@ -893,7 +893,9 @@ typedef struct lanepool_boost {
  * cancelled); a boost held by several waiters lasts until the highest one left ends.
  * A qos not above the lane's band (or escalation disabled) holds nothing and returns 0.
  * Returns 0; EINVAL (NULL lane or out, unknown qos); EOWNERDEAD (a pre-fork lane). End
- * it before the pool is destroyed.
+ * it before the pool is destroyed: lanepool_destroy waits for a begin or an end already
+ * under way on one of its lanes (as for every call), but one that starts after destroy
+ * was called may find the lane freed. An end that holds nothing touches no lane.
  */
 LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos,
                                            lanepool_boost_t *out);

@@ -15,16 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#define IOPRIO_CLASS_SHIFT     13
-#define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
 
 /* The band this thread counts as for escalation, as band index + 1 (0: none known). Set
  * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
 __thread int lanepool__thread_band;
+
+#ifdef LANEPOOL_TEST_HOOKS
+_Atomic(lanepool__test_point_fn) lanepool__test_point;
+#endif
 
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
@@ -37,17 +37,8 @@ static bool has_cap_sys_nice(void) {
   return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
 }
 
-/* The lowest nice an unprivileged thread may set: 20 - RLIMIT_NICE (the kernel's
- * is_nice_reduction); 20 when the rlimit is 0 (it may only raise its nice). */
-static int nice_floor(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NICE, &rl) != 0) return 20;
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40) return -20;
-  return 20 - (int)rl.rlim_cur;
-}
-
 /* true if this thread may set its nice to `nice` (down from anything above it). */
-static bool may_lower_to(int nice) { return nice >= nice_floor() || has_cap_sys_nice(); }
+static bool may_lower_to(int nice) { return nice >= lanepool__nice_floor() || has_cap_sys_nice(); }
 
 static void record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
   a->requested = requested;
@@ -114,7 +105,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   } else if (p.nice != t.saved_nice) {
     err = lanepool__set_nice(0, p.nice);
     if (err && p.nice < t.saved_nice) {
-      int floor = nice_floor();
+      int floor = lanepool__lowest_permitted_nice(t.saved_nice);
       int target = p.nice > floor ? p.nice : floor;
       if (target < t.saved_nice) (void)lanepool__set_nice(0, target);
     }
@@ -126,8 +117,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.ioprio_class == LANEPOOL_IOPRIO_NONE) {
     record(&t.ioprio, -1, t.saved_ioprio, 0);
   } else {
-    int value = IOPRIO_VALUE((int)p.ioprio_class,
-                             p.ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p.ioprio_level);
+    int value = lanepool__ioprio_value((int)p.ioprio_class, p.ioprio_level);
     err = lanepool__set_ioprio(0, value);
     record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
     refused |= err;
@@ -221,7 +211,9 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
  * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A
  * thread that ends and is replaced, or a lane that exits, leaves nothing boosted: the
  * successor starts at its own band and re-applies what waiters still hold
- * (lanepool__boost_thread_started). */
+ * (lanepool__boost_thread_started). A thread that leaves stores tid 0 first, under
+ * boost_lock (lanepool__lane_thread_leaving): no update reaches a thread id that has
+ * exited, and which the kernel may have given to another thread since. */
 
 /* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
 static _Atomic int escalation;
@@ -283,42 +275,93 @@ static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice
   return lanepool__set_attr(tid, &attr);
 }
 
+/* As set_sched_nice_slice for the lane's thread, skipped when band.c last gave it these
+ * very settings (lane->boost_now). [boost_lock] */
+static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_priority, int nice,
+                           uint64_t slice_ns) {
+  lanepool__boost_now *now = &lane->boost_now;
+  if (policy == SCHED_FIFO || policy == SCHED_RR)
+    slice_ns = 0;
+  else
+    rt_priority = 0;
+  if (now->sched_known && now->policy == policy && now->rt_priority == rt_priority &&
+      now->nice == nice && now->slice_ns == slice_ns)
+    return 0;
+  int err = set_sched_nice_slice(tid, policy, rt_priority, nice, slice_ns);
+  now->sched_known = err == 0;
+  now->policy = policy;
+  now->rt_priority = rt_priority;
+  now->nice = nice;
+  now->slice_ns = slice_ns;
+  return err;
+}
+
+/* As lanepool__set_ioprio for the lane's thread, skipped likewise. [boost_lock] */
+static int boost_set_ioprio(lanepool_lane_t *lane, pid_t tid, int value) {
+  lanepool__boost_now *now = &lane->boost_now;
+  if (now->ioprio_known && now->ioprio == value) return 0;
+  int err = lanepool__set_ioprio(tid, value);
+  now->ioprio_known = err == 0;
+  now->ioprio = value;
+  return err;
+}
+
+/* The pool's nice floor (lanepool__nice_floor), read once per pool. */
+static int pool_nice_floor(lanepool_t *pool) {
+  int f = atomic_load_explicit(&pool->boost_nice_floor, memory_order_relaxed);
+  if (f == 0) {
+    f = lanepool__nice_floor() + 64; /* 0 stays "not read yet" */
+    atomic_store_explicit(&pool->boost_nice_floor, f, memory_order_relaxed);
+  }
+  return f - 64;
+}
+
 /* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
  * or, for the lane's own band, what the lane got when it started (its fallbacks
  * included). Without the privilege to lower nice that far: the band's policy and as low
- * a nice as permitted (never below the band's), logged once per pool. */
+ * a nice as permitted (never below the band's), logged once per pool.
+ * System calls that cannot change anything are skipped: a setting the thread already
+ * has (lane->boost_now), and a request the kernel refused for this band of the pool
+ * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
+ * band achieves is thus learned once: privileges gained later are not tried for it,
+ * and a task that changes its own thread's settings is not seen. */
 static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
                         size_t log_len) {
   lanepool_t *pool = lane->pool;
   int saved_errno = errno;
+  LANEPOOL__TEST_POINT("boost_apply", lane, tid);
   if (band == lane->band) {
     const lanepool__applied *own = &lane->applied;
-    int rt =
-        own->sched.got == SCHED_FIFO || own->sched.got == SCHED_RR ? lane->policy.rt_priority : 0;
-    (void)set_sched_nice_slice(tid, (int)own->sched.got, rt, (int)own->nice.got,
-                               lane->policy.slice_ns);
-    if (own->ioprio.got >= 0) (void)lanepool__set_ioprio(tid, (int)own->ioprio.got);
+    (void)boost_set_sched(lane, tid, (int)own->sched.got, lane->policy.rt_priority,
+                          (int)own->nice.got, lane->policy.slice_ns);
+    if (own->ioprio.got >= 0) (void)boost_set_ioprio(lane, tid, (int)own->ioprio.got);
     errno = saved_errno;
     return;
   }
   const lanepool_band_policy_t *p = &pool->lanes[band * pool->lanes_per_band]->policy;
-  int err = set_sched_nice_slice(tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
-  if (err == EPERM || err == EACCES) {
+  uint32_t refused = atomic_load_explicit(&pool->boost_refused[band], memory_order_relaxed);
+  int err = 0;
+  if (!(refused & LANEPOOL__REFUSED_SCHED)) {
+    err = boost_set_sched(lane, tid, (int)p->sched, p->rt_priority, p->nice, p->slice_ns);
+    if (err == EPERM || err == EACCES)
+      atomic_fetch_or_explicit(&pool->boost_refused[band], LANEPOOL__REFUSED_SCHED,
+                               memory_order_relaxed);
+  }
+  if ((refused & LANEPOOL__REFUSED_SCHED) || err == EPERM || err == EACCES) {
     /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice goes as low as
      * RLIMIT_NICE allows (not below the band's), or stays. */
     int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
                                                                                   : (int)p->sched;
-    int cur = lanepool__get_nice(tid);
-    int floor = nice_floor();
+    int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
+    int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    if (set_sched_nice_slice(tid, policy, 0, nice, p->slice_ns) != 0)
-      (void)set_sched_nice_slice(tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
-                                 p->slice_ns);
+    if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0)
+      (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
+                            p->slice_ns);
     uint32_t none = 0;
-    lanepool_lane_t *first = pool->lanes[0];
-    if (pool->log &&
-        atomic_compare_exchange_strong_explicit(&first->boost_logged, &none, 1,
-                                                memory_order_relaxed, memory_order_relaxed)) {
+    if (err && pool->log &&
+        atomic_compare_exchange_strong_explicit(&pool->boost_logged, &none, 1, memory_order_relaxed,
+                                                memory_order_relaxed)) {
       snprintf(log_line, log_len,
                "lanepool '%s': escalation is limited: the kernel refused nice %d for lane %s "
                "(%s); boosted lanes run at nice %d, %s (RLIMIT_NICE; docs/priorities.md, "
@@ -328,10 +371,15 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     }
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
-    int level = p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level;
-    if (lanepool__set_ioprio(tid, IOPRIO_VALUE((int)p->ioprio_class, level)) != 0 &&
-        p->ioprio_class == LANEPOOL_IOPRIO_RT)
-      (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, level));
+    int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
+    int be = lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level);
+    if (p->ioprio_class == LANEPOOL_IOPRIO_RT && (refused & LANEPOOL__REFUSED_IOPRIO)) {
+      (void)boost_set_ioprio(lane, tid, be);
+    } else if (boost_set_ioprio(lane, tid, value) != 0 && p->ioprio_class == LANEPOOL_IOPRIO_RT) {
+      atomic_fetch_or_explicit(&pool->boost_refused[band], LANEPOOL__REFUSED_IOPRIO,
+                               memory_order_relaxed);
+      (void)boost_set_ioprio(lane, tid, be);
+    }
   }
   errno = saved_errno;
 }
@@ -350,7 +398,8 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
   uint32_t want = wanted_band(lane);
   if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
     pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    /* A thread that has exited: ESRCH, nothing. */
+    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
+     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
     atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
   }
@@ -359,9 +408,20 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
   if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
 }
 
+void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
+  /* Under boost_lock: an update that read the old tid has finished with it. */
+  pthread_mutex_lock(&lane->boost_lock);
+  atomic_store_explicit(&lane->tid, 0, memory_order_release);
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
+  pthread_mutex_unlock(&lane->boost_lock);
+}
+
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  /* A new thread: nothing known of what it has; the first update sets it all. */
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
   lanepool__boost_update(lane);
 }
@@ -371,21 +431,32 @@ int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepoo
   if (!lane || !out || b < 0) return EINVAL;
   out->lane = lane;
   out->band_plus_one = 0;
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  /* A registered call (calls.c): lanepool_destroy waits for it before it frees. */
+  const void *outer = lanepool__call_enter(lane);
+  int rc = 0;
   _Atomic uint32_t ticket;
   atomic_init(&ticket, 0);
-  if (lanepool__boost_join(lane, b, &ticket)) {
+  if (lanepool__forked(lane->generation)) {
+    rc = EOWNERDEAD;
+  } else if (lanepool__boost_join(lane, b, &ticket)) {
     out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
     lanepool__boost_update(lane);
   }
-  return 0;
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_lane_boost_end(lanepool_boost_t *boost) {
   if (!boost) return EINVAL;
   uint32_t b = boost->band_plus_one;
   boost->band_plus_one = 0;
-  if (b && boost->lane && !lanepool__forked(boost->lane->generation))
-    lanepool__boost_drop(boost->lane, b - 1);
+  lanepool_lane_t *lane = boost->lane;
+  if (!b || !lane) return 0; /* held nothing: touches no lane */
+  /* A registered call, as in lanepool_lane_boost_begin: an end that races
+   * lanepool_destroy finishes before the lane is freed. */
+  const void *outer = lanepool__call_enter(lane);
+  LANEPOOL__TEST_POINT("boost_end", lane, b);
+  if (!lanepool__forked(lane->generation)) lanepool__boost_drop(lane, b - 1);
+  lanepool__call_leave(outer);
   return 0;
 }

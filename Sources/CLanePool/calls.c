@@ -15,18 +15,33 @@
  * lanes.
  *
  * Ordering: the entry store must be visible to the scan of any destroy that started
- * after the call did. With membarrier(2) (MEMBARRIER_CMD_PRIVATE_EXPEDITED,
- * registered on first use), the store is a plain relaxed store and destroy pays for
- * the fence on every CPU; without it, the store is seq_cst and the scan seq_cst too.
+ * after the call did. How is decided once, when the first thread calls in (and again
+ * in a fork child, alone in it):
+ *  - membarrier(2) usable: MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED succeeded and one
+ *    MEMBARRIER_CMD_PRIVATE_EXPEDITED did too (a seccomp filter may allow the first and
+ *    refuse the second). The entry store is then a plain relaxed store (and a compiler
+ *    fence), and destroy pays for the ordering: its membarrier runs a full fence on
+ *    every CPU that runs a thread of the process, between the callers' stores and its
+ *    scan. Should that membarrier still fail at destroy (it has not once at startup),
+ *    MEMBARRIER_CMD_GLOBAL (no registration) is tried, and if the kernel refuses that
+ *    too the process stops with a message: a local fence alone would not order the
+ *    other threads' plain stores, and freeing under a caller is worse.
+ *  - otherwise (ENOSYS, EPERM, EINVAL...): every entry is a relaxed store followed by a
+ *    seq_cst fence, and destroy issues a seq_cst fence before its scan. The two fences
+ *    order each caller against the scan (either the scan sees the caller's store, or the
+ *    caller's accesses after its fence see everything destroy did before its own). The
+ *    one branch on the mode is the same, and as predictable, in both.
  * A call that starts after destroy was called is the caller's use after free, as
- * always. [record.inside: relaxed store + compiler fence, or seq_cst store, on entry;
- * release store on exit; seq_cst loads by the scan after the membarrier]
+ * always. [record.inside: relaxed store + compiler fence (membarrier) or + seq_cst
+ * fence (without), on entry; release store on exit; seq_cst loads by the scan after
+ * the membarrier or fence]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "internal.h"
 
+#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -35,8 +50,25 @@
 #include <unistd.h>
 
 __thread lanepool__caller *lanepool__self;
-bool lanepool__calls_cheap;                 /* [once] membarrier registered */
+bool lanepool__calls_cheap;                 /* [once] membarrier usable (see above) */
 _Atomic uint32_t lanepool__calls_anonymous; /* calls by threads without a record */
+
+#ifdef LANEPOOL_TEST_HOOKS
+unsigned lanepool__test_membarrier_refused;
+#endif
+
+static int membarrier(int cmd) {
+#ifdef LANEPOOL_TEST_HOOKS
+  if (lanepool__test_membarrier_refused & (unsigned)cmd) return EPERM;
+#endif
+  return syscall(SYS_membarrier, cmd, 0, 0) == 0 ? 0 : errno;
+}
+
+/* true if destroy can rely on MEMBARRIER_CMD_PRIVATE_EXPEDITED in this process. */
+static bool membarrier_usable(void) {
+  return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+         membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+}
 
 static _Atomic(lanepool__caller *) callers; /* a list that only grows */
 static pthread_key_t exit_key;
@@ -51,23 +83,20 @@ static void thread_exit(void *arg) {
 }
 
 /* In a fork child only the forking thread exists: every other record is free. The
- * child is a new process for membarrier: register again (or fall back to seq_cst
- * stores), alone in it, before any other thread can call in. */
+ * child is a new process for membarrier: register again (or fall back to fences),
+ * alone in it, before any other thread can call in. */
 static void fork_child(void) {
   for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
     if (c == lanepool__self) continue;
     atomic_store_explicit(&c->inside, NULL, memory_order_relaxed);
     atomic_store_explicit(&c->taken, 0, memory_order_relaxed);
   }
-  lanepool__calls_cheap =
-      lanepool__calls_cheap &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  lanepool__calls_cheap = lanepool__calls_cheap && membarrier_usable();
 }
 
 static void init(void) {
   have_key = pthread_key_create(&exit_key, thread_exit) == 0;
-  lanepool__calls_cheap =
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  lanepool__calls_cheap = membarrier_usable();
   pthread_atfork(NULL, NULL, fork_child);
 }
 
@@ -103,12 +132,21 @@ static bool names_pool(const lanepool_t *pool, const void *p) {
 
 void lanepool__calls_wait(const lanepool_t *pool) {
   pthread_once(&once, init);
-  if (!lanepool__calls_cheap ||
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-    atomic_thread_fence(memory_order_seq_cst);
+  if (!lanepool__calls_cheap) {
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with each entry's fence */
+  } else if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+             membarrier(MEMBARRIER_CMD_GLOBAL) != 0) {
+    static const char msg[] = "lanepool: membarrier(2) failed at lanepool_destroy although it "
+                              "worked at startup; stopping rather than freeing a pool under "
+                              "a caller (calls.c)\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    abort();
+  }
   for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
     if (c == lanepool__self) continue;
     while (names_pool(pool, atomic_load_explicit(&c->inside, memory_order_seq_cst))) {
+      LANEPOOL__TEST_POINT("calls_wait", NULL, 0);
       LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
       sched_yield(); /* a caller between its last access and its return: short */
     }

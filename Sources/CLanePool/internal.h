@@ -45,6 +45,14 @@ typedef struct lanepool__topology {
   lanepool__topo_node *nodes;
 } lanepool__topology;
 
+/* What band.c last gave a lane's thread (escalation), so that a system call that would
+ * change nothing is skipped. A `*_known` false: unknown (a new thread, a failed call). */
+typedef struct lanepool__boost_now {
+  bool sched_known, ioprio_known;
+  int policy, rt_priority, nice, ioprio;
+  uint64_t slice_ns;
+} lanepool__boost_now;
+
 typedef struct lanepool__timer_entry {
   uint64_t deadline;
   uint64_t seq; /* ties fire in the order they were set */
@@ -115,8 +123,11 @@ struct lanepool_lane {
   _Atomic uint64_t executed;
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
   _Atomic uint64_t busy_ns;       /* [cons, atomic: relaxed] */
-  _Atomic int tid;                /* [cons, atomic: release at start, acquire in create] */
-  _Atomic int running;            /* [cons, atomic: relaxed] */
+  /* [cons, atomic: release at start, acquire in create and info; stored 0 under
+   * boost_lock when the thread leaves (lanepool__lane_thread_leaving), so a boost never
+   * touches an exited, maybe reused, thread id] */
+  _Atomic int tid;
+  _Atomic int running; /* [cons, atomic: relaxed] */
 
   /* ---- stealing: the sibling this lane watches [cons] (lane.c, stuck_sibling) ---- */
   uint32_t steal_next;     /* where the search for a sibling to watch goes on */
@@ -178,8 +189,7 @@ struct lanepool_lane {
   /* The band the lane's thread runs at now: its own, or a waiter's (lower index).
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
-  /* Lane 0 of a pool only: 1 once a refused escalation was logged. [atomic: CAS] */
-  _Atomic uint32_t boost_logged;
+  lanepool__boost_now boost_now; /* [boost_lock] */
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
@@ -273,7 +283,17 @@ struct lanepool {
 
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
+
+  /* ---- escalation (band.c) ---- */
+  /* 1 once a refused escalation was logged (one line per pool). [atomic: CAS] */
+  _Atomic uint32_t boost_logged;
+  /* Per band, what the kernel refused for a boost to it (LANEPOOL__REFUSED_*): later
+   * boosts ask for the fallback at once. [atomic: relaxed fetch_or; a hint] */
+  _Atomic uint32_t boost_refused[LANEPOOL_BAND_COUNT];
+  /* lanepool__nice_floor() + 64 once read for a boost, 0 before. [atomic: relaxed] */
+  _Atomic int boost_nice_floor;
 };
+enum { LANEPOOL__REFUSED_SCHED = 1u, LANEPOOL__REFUSED_IOPRIO = 2u };
 
 /* What lower layers may ask of the pool's life (they never change it). */
 /* A lane starts no task once this is true. [acquire: pairs with the CAS to CANCELLING] */
@@ -390,6 +410,26 @@ void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
 /* A lane's (new) thread has applied its own band: re-apply a boost its waiters hold. */
 void lanepool__boost_thread_started(lanepool_lane_t *lane);
+/* A lane's thread is about to end (its loop returned, or a task ended it, before its
+ * successor starts): its tid goes back to 0, so no boost reaches it any more. */
+void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
+#ifdef LANEPOOL_TEST_HOOKS
+/* Tests only: when set, called at named points: "boost_apply" (band.c, under the lane's
+ * boost_lock, right before the system calls for thread `arg`), "boost_end" (on entry
+ * to lanepool_lane_boost_end, once the call is registered), "apply_policy" (policy.c, a
+ * lane's thread before it applies its band, `lane` NULL, `arg` its tid), "calls_wait"
+ * (calls.c, destroy waiting for a call still under way on the pool), "sched_syscall"
+ * (policy.c, each scheduling system call of its wrappers, getrlimit included). */
+typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
+extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
+#define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \
+  do {                                                                                             \
+    lanepool__test_point_fn f_ = atomic_load(&lanepool__test_point);                               \
+    if (f_) f_(name, lane, (long)(arg));                                                           \
+  } while (0)
+#else
+#define LANEPOOL__TEST_POINT(name, lane, arg) ((void)0)
+#endif
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
@@ -400,6 +440,14 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
                               const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
+/* The ioprio_set(2) value of a class and level (the idle class has level 0). */
+int lanepool__ioprio_value(int ioprio_class, int level);
+/* The nice rule, one copy for lanes (policy.c) and band.c: the lowest nice a thread
+ * without CAP_SYS_NICE may set, 20 - RLIMIT_NICE (-20 for RLIM_INFINITY; 20 when the
+ * rlimit is 0 or unreadable: it may only raise its nice)... */
+int lanepool__nice_floor(void);
+/* ...and the lowest it may go from `current`: that floor if below, else `current`. */
+int lanepool__lowest_permitted_nice(int current);
 /* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
 typedef struct lanepool__sched_attr {
   uint32_t size;
@@ -433,7 +481,12 @@ typedef struct lanepool__caller {
   struct lanepool__caller *next; /* [once, before the record is published] */
 } lanepool__caller;
 extern __thread lanepool__caller *lanepool__self;
-extern bool lanepool__calls_cheap;
+extern bool lanepool__calls_cheap; /* destroy can use membarrier(2) (calls.c) */
+#ifdef LANEPOOL_TEST_HOOKS
+/* Tests only: membarrier commands (MEMBARRIER_CMD_* bits) calls.c is to see refused
+ * with EPERM, as under a seccomp filter; set before the first call into the library. */
+extern unsigned lanepool__test_membarrier_refused;
+#endif
 extern _Atomic uint32_t lanepool__calls_anonymous;
 lanepool__caller *lanepool__caller_register(void);
 void lanepool__calls_wait(const lanepool_t *pool);
@@ -443,15 +496,17 @@ static inline const void *lanepool__call_enter(const void *what) {
   lanepool__caller *c = lanepool__self;
   if (__builtin_expect(c == NULL, 0) && !(c = lanepool__caller_register())) {
     atomic_fetch_add_explicit(&lanepool__calls_anonymous, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* as an entry without membarrier (rare) */
     return LANEPOOL__ANONYMOUS;
   }
   const void *prev = atomic_load_explicit(&c->inside, memory_order_relaxed);
-  if (__builtin_expect(lanepool__calls_cheap, 1)) {
-    atomic_store_explicit(&c->inside, what, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst); /* destroy's membarrier does the rest */
-  } else {
-    atomic_store_explicit(&c->inside, what, memory_order_seq_cst);
-  }
+  atomic_store_explicit(&c->inside, what, memory_order_relaxed);
+  /* Decided once per process (calls.c): with membarrier, destroy's membarrier does the
+   * rest; without, a full fence here pairs with destroy's. */
+  if (__builtin_expect(lanepool__calls_cheap, 1))
+    atomic_signal_fence(memory_order_seq_cst);
+  else
+    atomic_thread_fence(memory_order_seq_cst);
   return prev;
 }
 

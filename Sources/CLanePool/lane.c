@@ -148,7 +148,6 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   atomic_init(&lane->userdata, NULL);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&lane->boost_waiting[b], 0);
   atomic_init(&lane->boost_band, band);
-  atomic_init(&lane->boost_logged, 0);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
   char suffix[16];
@@ -934,6 +933,7 @@ static void thread_lost(void *arg) {
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;
   if (lanepool__forked(lane->generation)) return; /* a forked child's copy: let it end */
+  lanepool__lane_thread_leaving(lane);
   pthread_mutex_lock(&lane->thread_lock);
   pthread_t next;
   int rc = lanepool__thread_start(&next, lane->stack_size, lane_resume, lane);
@@ -970,6 +970,7 @@ static void lane_run(lanepool_lane_t *lane) {
   pthread_cleanup_push(thread_lost, lane);
   lane_loop(lane);
   pthread_cleanup_pop(0);
+  lanepool__lane_thread_leaving(lane);
   atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;

@@ -19,9 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define IOPRIO_WHO_PROCESS     1
-#define IOPRIO_CLASS_SHIFT     13
-#define IOPRIO_VALUE(cls, lvl) (((cls) << IOPRIO_CLASS_SHIFT) | (lvl))
+#define IOPRIO_WHO_PROCESS 1
 
 /* The table, in band order. Priority classes are the seeds'; policies are LanePool's
  * (docs/priorities.md explains each column). */
@@ -102,30 +100,36 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
 
 /* Thin syscall wrappers, shared with band.c: 0 or an errno value. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   struct sched_param sp = {.sched_priority = rt_priority};
   return sched_setscheduler(tid, policy, &sp) == 0 ? 0 : errno;
 }
 
 int lanepool__set_nice(pid_t tid, int nice) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
 }
 
 /* The nice of `tid`; errno is 0 unless it failed. */
 int lanepool__get_nice(pid_t tid) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   errno = 0;
   return getpriority(PRIO_PROCESS, (id_t)tid);
 }
 
 int lanepool__set_ioprio(pid_t tid, int value) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   return syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, tid, value) == 0 ? 0 : errno;
 }
 
 int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   memset(attr, 0, sizeof *attr);
   return syscall(SYS_sched_getattr, tid, attr, sizeof *attr, 0) == 0 ? 0 : errno;
 }
 
 int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   attr->size = sizeof *attr;
   return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
 }
@@ -144,18 +148,27 @@ int lanepool__get_ioprio(pid_t tid) {
   return (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, tid);
 }
 
-/* The lowest nice this thread may set without privilege: RLIMIT_NICE's ceiling
- * (20 - rlim_cur) if it is below the current nice, else the current nice. */
-static int lowest_permitted_nice(int current) {
+int lanepool__ioprio_value(int ioprio_class, int level) {
+  return (ioprio_class << 13) | (ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : level);
+}
+
+/* The kernel's rule (is_nice_reduction): a thread may lower its nice to n when
+ * 20 - n <= RLIMIT_NICE, or with CAP_SYS_NICE; raising it is always allowed. */
+int lanepool__nice_floor(void) {
+  LANEPOOL__TEST_POINT("sched_syscall", NULL, 0);
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > 0) {
-    long floor = 20 - (long)rl.rlim_cur;
-    if (floor < current) return (int)floor;
-  }
-  return current;
+  if (getrlimit(RLIMIT_NICE, &rl) != 0) return 20;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40) return -20;
+  return 20 - (int)rl.rlim_cur;
+}
+
+int lanepool__lowest_permitted_nice(int current) {
+  int floor = lanepool__nice_floor();
+  return floor < current ? floor : current;
 }
 
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p) {
+  LANEPOOL__TEST_POINT("apply_policy", NULL, tid);
   int saved = errno;
 
   /* 1. Scheduling policy. Fallbacks: a refused real-time policy becomes SCHED_OTHER;
@@ -177,7 +190,7 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->nice.requested = p->nice;
   a->nice.error = lanepool__set_nice(tid, p->nice);
   if (a->nice.error && p->nice < start) {
-    int floor = lowest_permitted_nice(start);
+    int floor = lanepool__lowest_permitted_nice(start);
     int target = p->nice > floor ? p->nice : floor;
     if (target < start) (void)lanepool__set_nice(tid, target);
   }
@@ -189,15 +202,15 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
     a->ioprio.requested = -1;
     a->ioprio.error = 0;
   } else {
-    int value = IOPRIO_VALUE((int)p->ioprio_class,
-                             p->ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : p->ioprio_level);
+    int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
     a->ioprio.requested = value;
     a->ioprio.error = lanepool__set_ioprio(tid, value);
     if (a->ioprio.error) {
       if (p->ioprio_class == LANEPOOL_IOPRIO_RT)
-        (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+        (void)lanepool__set_ioprio(tid,
+                                   lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
       else if (p->ioprio_class == LANEPOOL_IOPRIO_IDLE)
-        (void)lanepool__set_ioprio(tid, IOPRIO_VALUE(LANEPOOL_IOPRIO_BE, 7));
+        (void)lanepool__set_ioprio(tid, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, 7));
     }
   }
   a->ioprio.got = lanepool__get_ioprio(tid);

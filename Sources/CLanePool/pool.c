@@ -183,12 +183,15 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   atomic_init(&pool->started, 0);
   atomic_init(&pool->spinners, 0);
   atomic_init(&pool->interactive_spinner, 0);
+  atomic_init(&pool->boost_logged, 0);
+  atomic_init(&pool->boost_nice_floor, 0);
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     atomic_init(&pool->rr[b].value, 0);
     atomic_init(&pool->warm[b].value, 0);
     atomic_init(&pool->watch[b].idle, 0);
     atomic_init(&pool->watch[b].watching, 0);
     atomic_init(&pool->watch[b].band_work, 0);
+    atomic_init(&pool->boost_refused[b], 0);
   }
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;

@@ -7,7 +7,7 @@ extension LanePool {
     public var qos: QoS
     /// The lane's index within its band.
     public var index: Int
-    /// Kernel thread id, as in `/proc/self/task/<tid>`.
+    /// Kernel thread id, as in `/proc/self/task/<tid>`; 0 once the lane's thread ended.
     public var threadID: Int32
     /// The thread name, `<pool>-<band>-<index>` (at most 15 bytes).
     public var threadName: String

@@ -4,8 +4,9 @@
  * caller waiting on it), checked from /proc/self/task/<tid>/stat. Runs three times:
  * as the caller (root in CI), and in child processes dropped to uid 65534 with
  * RLIMIT_NICE 0 and with RLIMIT_NICE 20.
- * Build: cc -std=gnu11 -O2 -pthread -Iinclude -ISources/CLanePool Tests/c/band_test.c
- *        Sources/CLanePool/(all).c
+ * Build (LANEPOOL_TEST_HOOKS: the test sees every boost's target thread):
+ *   cc -std=gnu11 -O2 -pthread -DLANEPOOL_TEST_HOOKS -Iinclude -ISources/CLanePool
+ *      Tests/c/band_test.c Sources/CLanePool/(all).c
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
@@ -167,6 +168,36 @@ static void test_enter_bad_input(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+
+/* ---- the one nice rule (policy.c) agrees with the kernel: from nice 19, a thread
+ * without CAP_SYS_NICE may go down to lanepool__nice_floor() and not below ---- */
+
+static void *nice_floor_thread(void *arg) {
+  int *result = arg;
+  pid_t me = gettid_();
+  int floor = lanepool__nice_floor();
+  int below = (floor > 19 ? 19 : floor) - 1;
+  result[0] = setpriority(PRIO_PROCESS, (id_t)me, 19) == 0;
+  result[1] = floor > 19 || setpriority(PRIO_PROCESS, (id_t)me, floor) == 0;
+  (void)setpriority(PRIO_PROCESS, (id_t)me, 19);
+  result[2] = below < -20 || setpriority(PRIO_PROCESS, (id_t)me, below) != 0;
+  result[3] = lanepool__lowest_permitted_nice(19) == (floor < 19 ? floor : 19);
+  return NULL;
+}
+
+static void test_nice_floor(void) {
+  current_test = "nice_floor";
+  struct rlimit rl;
+  CHECK(getrlimit(RLIMIT_NICE, &rl) == 0);
+  int expected = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 40 ? -20 : 20 - (int)rl.rlim_cur;
+  CHECK(lanepool__nice_floor() == expected);
+  if (mode == MODE_ROOT) return; /* CAP_SYS_NICE: any nice */
+  int result[4] = {0, 0, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, nice_floor_thread, result);
+  pthread_join(th, NULL);
+  CHECK(result[0] && result[1] && result[2] && result[3]);
+}
 
 /* ---- escalation ---------------------------------------------------------------- */
 
@@ -504,6 +535,216 @@ static void test_escalate_thread_replaced(void) {
 }
 
 
+/* ---- a lane's thread id is 0 once its thread left: no boost reaches an exited (maybe
+ * reused) thread id (test hooks: every boost's target tid is recorded) ---- */
+
+enum { MAX_APPLIED = 64 };
+static _Atomic int applied_tids[MAX_APPLIED];
+static _Atomic int applied_count;
+static _Atomic int hold_successor; /* 1: armed; 2: a successor is held; 0: released */
+static _Atomic int held_tid;
+static const char *held_name;
+
+static void record_point(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  if (strcmp(point, "boost_apply") == 0) {
+    int k = atomic_fetch_add(&applied_count, 1);
+    if (k < MAX_APPLIED) atomic_store(&applied_tids[k], (int)arg);
+  } else if (strcmp(point, "apply_policy") == 0 && atomic_load(&hold_successor) == 1) {
+    char name[16] = "";
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    int armed = 1;
+    if (strcmp(name, held_name) != 0 || !atomic_compare_exchange_strong(&hold_successor, &armed, 2))
+      return;
+    atomic_store(&held_tid, (int)arg);
+    while (atomic_load(&hold_successor) == 2) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* true if some boost went to thread `tid` since applied_count was reset. */
+static bool boosted_tid(pid_t tid) {
+  int n = atomic_load(&applied_count);
+  for (int k = 0; k < n && k < MAX_APPLIED; k++)
+    if (atomic_load(&applied_tids[k]) == (int)tid) return true;
+  return false;
+}
+
+static bool task_exists(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+  return access(path, F_OK) == 0;
+}
+
+static void test_boost_after_the_thread_left(void) {
+  current_test = "boost_after_the_thread_left";
+  atomic_store(&lanepool__test_point, record_point);
+  /* 1. The lane's thread exited at shutdown: a boost has no thread to touch. */
+  lanepool_t *pool = escalation_pool("esc8");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t first = tid_of(bg);
+  CHECK(first > 0);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(tid_of(bg) == 0);
+  atomic_store(&applied_count, 0);
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(!boosted_tid(first) && atomic_load(&applied_count) == 0);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(unboosted(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+
+  /* 2. A task ended the thread; its successor is held before it applies its band (and
+   *    before it publishes its tid) until the old thread is gone: a boost then touches
+   *    neither, and the successor takes it up when it starts. */
+  pool = escalation_pool("esc9");
+  bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  first = tid_of(bg);
+  held_name = bg->name;
+  atomic_store(&held_tid, 0);
+  atomic_store(&hold_successor, 1);
+  CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
+  bool gone = false;
+  for (int i = 0; i < 10000 && !gone; i++) {
+    gone = atomic_load(&held_tid) != 0 && !task_exists(first);
+    struct timespec ts = {0, 1000000};
+    if (!gone) nanosleep(&ts, NULL);
+  }
+  CHECK(gone);
+  pid_t next = (pid_t)atomic_load(&held_tid);
+  atomic_store(&applied_count, 0);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(!boosted_tid(first));
+  if (boosted_tid(first)) fprintf(stderr, "[%s] boosted exited thread %d\n", current_test, first);
+  atomic_store(&hold_successor, 0);
+  CHECK(wait_for_sched(next, boosted_nice(0), SCHED_OTHER));
+  CHECK(tid_of(bg) == next && boosted_tid(next) && !boosted_tid(first));
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(bg_at_own_band(bg));
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- lanepool_destroy waits for a lanepool_lane_boost_end under way on its lane (a
+ * use after free before: the end was no registered call) ---- */
+
+static _Atomic int end_inside;    /* the end reached its test point */
+static _Atomic int end_release;   /* the end may go on */
+static _Atomic int destroy_waits; /* destroy found a call under way */
+
+static void end_point(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (strcmp(point, "boost_end") == 0) {
+    atomic_store(&end_inside, 1);
+    while (!atomic_load(&end_release)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  } else if (strcmp(point, "calls_wait") == 0) {
+    atomic_store(&destroy_waits, 1);
+  }
+}
+
+static void *end_boost_thread(void *arg) {
+  lanepool_lane_boost_end(arg);
+  return NULL;
+}
+
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int done;
+  int rc;
+} destroy_arg;
+
+static void *destroy_pool_thread(void *arg) {
+  destroy_arg *d = arg;
+  d->rc = lanepool_destroy(d->pool);
+  atomic_store(&d->done, 1);
+  return NULL;
+}
+
+static void test_boost_end_racing_destroy(void) {
+  current_test = "boost_end_racing_destroy";
+  atomic_store(&end_inside, 0);
+  atomic_store(&end_release, 0);
+  atomic_store(&destroy_waits, 0);
+  lanepool_t *pool = escalation_pool("esc10");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(b.band_plus_one != 0);
+  atomic_store(&lanepool__test_point, end_point);
+  pthread_t ender, destroyer;
+  pthread_create(&ender, NULL, end_boost_thread, &b);
+  bool inside = false;
+  for (int i = 0; i < 10000 && !(inside = atomic_load(&end_inside)); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(inside);
+  destroy_arg d = {pool, 0, -1};
+  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
+  /* Either destroy waits for the end (right), or it returns and freed the lane under
+   * it (wrong: the end then touches freed memory, which ASan reports). */
+  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
+  atomic_store(&end_release, 1);
+  pthread_join(ender, NULL);
+  pthread_join(destroyer, NULL);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(d.rc, 0);
+}
+
+/* ---- a boost that cannot change anything costs no system call: unprivileged, a
+ * default lane boosted to a userInteractive band that differs only by a nice it may not
+ * have (5 to 7 scheduling calls per sync before, whatever they could achieve) ---- */
+
+static _Atomic int sched_syscalls;
+static void count_syscalls(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (strcmp(point, "sched_syscall") == 0) atomic_fetch_add(&sched_syscalls, 1);
+}
+
+static void test_boost_changing_nothing(void) {
+  current_test = "boost_changing_nothing";
+  if (mode == MODE_ROOT) return; /* root gets nice -5: the boost changes something */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc11";
+  cfg.lanes_per_band = 1;
+  cfg.policy[0] = cfg.policy[2];
+  cfg.policy[0].nice = -5;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_lane_t *def = lane_of(pool, LANEPOOL_QOS_DEFAULT);
+  pid_t tid = tid_of(def);
+  lanepool_band_token_t t;
+  t.struct_size = sizeof t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  seen_t seen = {99, -1};
+  CHECK_RC(lanepool_lane_sync_flags(def, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0); /* learns */
+  atomic_store(&sched_syscalls, 0);
+  atomic_store(&lanepool__test_point, count_syscalls);
+  for (int i = 0; i < 50; i++)
+    CHECK_RC(lanepool_lane_sync_flags(def, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(atomic_load(&sched_syscalls) == 0);
+  if (atomic_load(&sched_syscalls))
+    fprintf(stderr, "[%s] %d scheduling system calls for 50 syncs\n", current_test,
+            atomic_load(&sched_syscalls));
+  CHECK(seen.nice == 0 && seen.policy == SCHED_OTHER);
+  CHECK(nice_of(tid) == 0 && policy_of(tid) == SCHED_OTHER && unboosted(def));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- many waiters of every band at once: syncs, boosts held and ended, waits that
  * time out; afterwards nothing is counted and the lane is at its own band ---- */
 
@@ -647,11 +888,15 @@ static void test_fork_in_boosted_closure(void) {
 static void run_suite(void) {
   test_enter_restore();
   test_enter_bad_input();
+  test_nice_floor();
   test_escalate_from_lanes();
   test_escalate_busy_lane();
   test_boost_begin_end();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
+  test_boost_after_the_thread_left();
+  test_boost_end_racing_destroy();
+  test_boost_changing_nothing();
   test_escalation_storm();
   test_log_callback_reenters();
   test_fork_in_boosted_closure();

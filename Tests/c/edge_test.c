@@ -19,6 +19,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <linux/membarrier.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -830,11 +831,46 @@ static void test_cancel_escalating_a_destroy(void) {
   }
 }
 
+/* Without membarrier(2) (refused at startup, as under a seccomp filter: every command,
+ * or only MEMBARRIER_CMD_PRIVATE_EXPEDITED after the registration went through), the
+ * library must pick the fence protocol (calls.c), never a cheap entry with no fence to
+ * pair with; destroy racing callers must still be safe (ASan build). A new process
+ * each, since the choice is made once per process: this binary, run again. */
+static int run_membarrier_refused(unsigned refused) {
+  lanepool__test_membarrier_refused = refused;
+  int before = failed;
+  test_cancel_escalating_a_destroy();
+  test_escalation_scenarios();
+  current_test = "destroy_without_membarrier (child)";
+  CHECK(!lanepool__calls_cheap); /* decided at the first call: the fence protocol */
+  printf("  membarrier refused (mask %#x): %s\n", refused, failed == before ? "ok" : "FAIL");
+  return failed ? 1 : 0;
+}
+
+static void test_destroy_without_membarrier(void) {
+  begin("destroy_without_membarrier", 300);
+  const char *masks[] = {"0xffffffff", "0x8" /* MEMBARRIER_CMD_PRIVATE_EXPEDITED */};
+  CHECK(MEMBARRIER_CMD_PRIVATE_EXPEDITED == 8);
+  for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/proc/self/exe", "edge_test", "--membarrier-refused", masks[i], (char *)NULL);
+      _exit(127);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGALRM, on_alarm);
   signal(SIGPIPE, SIG_IGN);
+  if (argc > 2 && strcmp(argv[1], "--membarrier-refused") == 0)
+    return run_membarrier_refused((unsigned)strtoul(argv[2], NULL, 0));
   struct {
     const char *name;
     void (*fn)(void);
@@ -854,6 +890,9 @@ int main(int argc, char **argv) {
       /* A use after free under ASan before destroy waited for the calls in flight
        * (calls.c). */
       T(test_cancel_escalating_a_destroy),
+      /* Destroy's ordering without membarrier: a local fence and no fence at the
+       * callers' entries before (calls.c). */
+      T(test_destroy_without_membarrier),
 #undef T
 #undef TM
   };
