@@ -1325,12 +1325,25 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   return lanepool_lane_sync_flags(lane, fn, ctx, 0);
 }
 
+static int lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
+
+/* A call under way from the first touch of the lane (its escalation counts, the
+ * borrow) to the last (the boost's drop after the answer): destroy waits for it
+ * (calls.c). A queued sync is answered by the drain or the cancel before destroy
+ * waits for calls, so the wait is short. */
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
     return EINVAL;
   /* This lane, or one the chain of syncs that led here holds: it would wait for itself. */
   if (chain_holds(lane)) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_sync(lane, fn, ctx, flags);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+static int lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
    * the closure on this lane's thread instead, so that shutting that other pool down
    * from inside the closure is still EDEADLK. */
@@ -1351,6 +1364,7 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
   if (boosting) lanepool__boost_update(lane);
   int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, false);
   if (rc) {
+    LANEPOOL__TEST_POINT("sync_refused", lane, rc);
     if (boosting) lanepool__boost_leave(lane, &s.boost);
     return rc;
   }

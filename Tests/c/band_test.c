@@ -701,6 +701,75 @@ static void test_boost_end_racing_destroy(void) {
   CHECK_RC(d.rc, 0);
 }
 
+/* ---- lanepool_destroy waits for a refused sync that still holds its escalation (a use
+ * after free before: the sync touched the lane's boost counts outside any registered
+ * call, after its push was refused) ---- */
+
+static _Atomic int refused_inside, refused_release;
+
+static void refused_point(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (strcmp(point, "sync_refused") == 0) {
+    atomic_store(&refused_inside, 1);
+    while (!atomic_load(&refused_release)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  } else if (strcmp(point, "calls_wait") == 0) {
+    atomic_store(&destroy_waits, 1);
+  }
+}
+
+static void nothing(void *ctx) { (void)ctx; }
+
+typedef struct {
+  lanepool_lane_t *lane;
+  int rc, entered;
+} refused_sync_arg;
+
+static void *refused_sync_thread(void *arg) {
+  refused_sync_arg *a = arg;
+  lanepool_band_token_t t;
+  a->entered = lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t);
+  a->rc = lanepool_lane_sync_flags(a->lane, nothing, NULL, LANEPOOL_SYNC_QUEUED);
+  if (a->entered == 0) (void)lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_refused_sync_racing_destroy(void) {
+  current_test = "refused_sync_racing_destroy";
+  atomic_store(&refused_inside, 0);
+  atomic_store(&refused_release, 0);
+  atomic_store(&destroy_waits, 0);
+  lanepool_t *pool = escalation_pool("esc12");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  atomic_store(&lanepool__test_point, refused_point);
+  refused_sync_arg a = {bg, -1, -1};
+  pthread_t syncer, destroyer;
+  pthread_create(&syncer, NULL, refused_sync_thread, &a);
+  bool inside = false;
+  for (int i = 0; i < 10000 && !(inside = atomic_load(&refused_inside)); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(inside);
+  destroy_arg d = {pool, 0, -1};
+  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
+  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
+  atomic_store(&refused_release, 1);
+  pthread_join(syncer, NULL);
+  pthread_join(destroyer, NULL);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(a.rc, ESHUTDOWN);
+  CHECK_RC(d.rc, 0);
+}
+
 /* ---- a boost that cannot change anything costs no system call: unprivileged, a
  * default lane boosted to a userInteractive band that differs only by a nice it may not
  * have (5 to 7 scheduling calls per sync before, whatever they could achieve) ---- */
@@ -896,6 +965,7 @@ static void run_suite(void) {
   test_escalate_thread_replaced();
   test_boost_after_the_thread_left();
   test_boost_end_racing_destroy();
+  test_refused_sync_racing_destroy();
   test_boost_changing_nothing();
   test_escalation_storm();
   test_log_callback_reenters();
