@@ -285,7 +285,8 @@ typedef enum lanepool_log_level {
  *  the kernel limited (see lanepool_lane_sync), once per pool, on the thread that
  *  applied it (a waiter, or a lane of the pool), with no library lock held. The timer
  *  thread is one of the pool's threads: lanepool_shutdown / lanepool_destroy of the
- *  pool from the callback return EDEADLK. */
+ *  pool from the callback return EDEADLK. lanepool_destroy of the pool from a line a
+ *  waiter logs (inside its lanepool_lane_sync on the pool) returns EDEADLK too. */
 typedef void (*lanepool_log_fn)(lanepool_log_level_t level, const char *message, void *arg);
 
 /** Pool configuration. Always initialise with lanepool_config_init(). */
@@ -484,8 +485,9 @@ LANEPOOL_API int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mo
  * Shuts the pool down with DRAIN if that has not happened yet, then frees it.
  * Returns 0; EINVAL (NULL, or not a live pool: never created or already destroyed;
  * nothing is touched); EPERM (the default pool); EOWNERDEAD (a pre-fork pool);
- * EDEADLK (called from one of this pool's threads, or from its discard callback; the
- * pool is left as it was). If another thread's shutdown is under way, waits for it.
+ * EDEADLK (called from one of this pool's threads, from its discard callback, or from
+ * a callback run inside a call on the pool, such as a log line of a sync's escalation;
+ * the pool is left as it was). If another thread's shutdown is under way, waits for it.
  * A pointer freed and then reused by a new pool is live again: do not destroy twice.
  */
 LANEPOOL_API int lanepool_destroy(lanepool_t *pool);

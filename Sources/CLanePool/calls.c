@@ -130,6 +130,11 @@ static bool names_pool(const lanepool_t *pool, const void *p) {
   return false;
 }
 
+bool lanepool__calls_inside(const lanepool_t *pool) {
+  lanepool__caller *c = lanepool__self;
+  return c && names_pool(pool, atomic_load_explicit(&c->inside, memory_order_relaxed));
+}
+
 void lanepool__calls_wait(const lanepool_t *pool) {
   pthread_once(&once, init);
   if (!lanepool__calls_cheap) {

@@ -490,6 +490,9 @@ extern unsigned lanepool__test_membarrier_refused;
 extern _Atomic uint32_t lanepool__calls_anonymous;
 lanepool__caller *lanepool__caller_register(void);
 void lanepool__calls_wait(const lanepool_t *pool);
+/* true if this thread is inside a call on `pool` (or one of its lanes): a callback run
+ * by that call (a log line) that destroys the pool would free it under the call. */
+bool lanepool__calls_inside(const lanepool_t *pool);
 #define LANEPOOL__ANONYMOUS ((const void *)1) /* a call by a thread without a record */
 
 static inline const void *lanepool__call_enter(const void *what) {

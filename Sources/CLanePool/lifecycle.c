@@ -316,8 +316,9 @@ int lanepool_destroy(lanepool_t *pool) {
     rc = EOWNERDEAD;
   else if (pool->is_default)
     rc = EPERM;
-  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool)
-    rc = EDEADLK;
+  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool ||
+           lanepool__calls_inside(pool))
+    rc = EDEADLK; /* its own thread, its callback, or a callback of a call on it */
   else
     registry[at] = registry[--registry_len];
   pthread_mutex_unlock(&lanepool__registry_lock);

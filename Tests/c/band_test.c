@@ -926,6 +926,42 @@ static void test_log_callback_reenters(void) {
 }
 
 
+/* ---- a log callback that destroys the pool while a sync on it logs its limited boost:
+ * EDEADLK (before, destroy freed the lane under the sync: ASan use after free) ---- */
+
+static lanepool_t *log_destroy_pool;
+static _Atomic int log_destroy_rc = -1;
+
+static void destroying_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  if (!strstr(msg, "escalation") || !log_destroy_pool) return;
+  atomic_store(&log_destroy_rc, lanepool_destroy(log_destroy_pool));
+}
+
+static void test_log_callback_destroys(void) {
+  current_test = "log_callback_destroys";
+  if (mode == MODE_ROOT) return; /* only a limited boost logs */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc13";
+  cfg.lanes_per_band = 1;
+  cfg.log = destroying_log;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  log_destroy_pool = pool;
+  atomic_store(&log_destroy_rc, -1);
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
+  CHECK_RC(lanepool_lane_sync_flags(lane_of(pool, LANEPOOL_QOS_BACKGROUND), nothing, NULL,
+                                    LANEPOOL_SYNC_QUEUED),
+           0);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  log_destroy_pool = NULL;
+  CHECK_RC(atomic_load(&log_destroy_rc), EDEADLK);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- a fork inside a boosted closure: the child (a copy of the lane thread, which
  * exits when the closure returns) never touches the parent's lane: the parent's lane
  * thread is still boosted after the child has gone ---- */
@@ -969,6 +1005,7 @@ static void run_suite(void) {
   test_boost_changing_nothing();
   test_escalation_storm();
   test_log_callback_reenters();
+  test_log_callback_destroys();
   test_fork_in_boosted_closure();
 }
 
