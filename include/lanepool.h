@@ -471,7 +471,8 @@ typedef enum lanepool_shutdown_mode {
  * until lanepool_destroy(). docs/architecture.md draws the state machine.
  * Returns 0; EINVAL (NULL pool, bad mode, CANCEL with NULL discard); EPERM (the
  * default pool); EDEADLK (called from one of this pool's threads: a lane, or the
- * timer thread, where the log callback runs); EOWNERDEAD (a pre-fork pool);
+ * timer thread, where the log callback runs; or from a closure that one of this pool's
+ * lanes waits for through lanepool_lane_sync); EOWNERDEAD (a pre-fork pool);
  * EALREADY (a shutdown already happened or is under way: this call waits for it to
  * finish, except from that shutdown's own discard callback, where it returns at once).
  * A CANCEL called while a DRAIN is under way escalates it: the drain stops waiting,
@@ -485,8 +486,9 @@ LANEPOOL_API int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mo
  * Shuts the pool down with DRAIN if that has not happened yet, then frees it.
  * Returns 0; EINVAL (NULL, or not a live pool: never created or already destroyed;
  * nothing is touched); EPERM (the default pool); EOWNERDEAD (a pre-fork pool);
- * EDEADLK (called from one of this pool's threads, from its discard callback, or from
- * a callback run inside a call on the pool, such as a log line of a sync's escalation;
+ * EDEADLK (called from one of this pool's threads, from its discard callback, from a
+ * closure one of its lanes waits for through lanepool_lane_sync, or from a callback
+ * run inside a call on the pool, such as a log line of a sync's escalation;
  * the pool is left as it was). If another thread's shutdown is under way, waits for it.
  * A pointer freed and then reused by a new pool is live again: do not destroy twice.
  */

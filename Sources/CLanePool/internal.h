@@ -493,6 +493,9 @@ void lanepool__calls_wait(const lanepool_t *pool);
 /* true if this thread is inside a call on `pool` (or one of its lanes): a callback run
  * by that call (a log line) that destroys the pool would free it under the call. */
 bool lanepool__calls_inside(const lanepool_t *pool);
+/* lane.c: true if a lane of `pool` waits, through a chain of syncs, for the closure this
+ * thread runs: shutting `pool` down from here would wait for itself. */
+bool lanepool__chain_holds_pool(const lanepool_t *pool);
 #define LANEPOOL__ANONYMOUS ((const void *)1) /* a call by a thread without a record */
 
 static inline const void *lanepool__call_enter(const void *what) {

@@ -1179,6 +1179,12 @@ static bool chain_holds(const lanepool_lane_t *lane) {
   return false;
 }
 
+bool lanepool__chain_holds_pool(const lanepool_t *pool) {
+  for (const lanepool__held *h = held_above; h; h = h->up)
+    if (h->lane && h->lane->pool == pool) return true;
+  return false;
+}
+
 typedef struct lanepool__sync {
   lanepool_fn fn;
   void *ctx;

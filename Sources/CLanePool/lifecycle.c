@@ -29,7 +29,10 @@
  * and the end of its wake, a timer set or cancel after its unlock. No library lock is
  * held while user code runs (tasks, discard callback, log callback), so any of them
  * may call back into the library:
- *  - a lane or the timer thread calling shutdown/destroy on its own pool: EDEADLK;
+ *  - a lane or the timer thread calling shutdown/destroy on its own pool, or a closure
+ *    that one of the pool's lanes waits for through a chain of syncs: EDEADLK;
+ *  - a callback run inside a call on the pool (a sync's escalation log line) calling
+ *    destroy: EDEADLK;
  *  - the discard callback calling shutdown on its pool: EALREADY at once (the
  *    shutdown it is part of is under way), destroy: EDEADLK.
  *
@@ -247,7 +250,8 @@ static int shutdown_call(lanepool_t *pool, lanepool_shutdown_mode_t mode,
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   if (pool->is_default) return EPERM;
   if (lanepool__in_callback == pool) return EALREADY; /* inside this very shutdown */
-  if (lanepool__pool_thread == pool) return EDEADLK;
+  /* One of its threads, or a closure one of its lanes waits for (a sync chain). */
+  if (lanepool__pool_thread == pool || lanepool__chain_holds_pool(pool)) return EDEADLK;
 
   bool drain = mode == LANEPOOL_SHUTDOWN_DRAIN;
   /* OPEN -> DRAINING or CANCELLING: this caller drives the shutdown to JOINED. */
@@ -317,7 +321,7 @@ int lanepool_destroy(lanepool_t *pool) {
   else if (pool->is_default)
     rc = EPERM;
   else if (lanepool__pool_thread == pool || lanepool__in_callback == pool ||
-           lanepool__calls_inside(pool))
+           lanepool__calls_inside(pool) || lanepool__chain_holds_pool(pool))
     rc = EDEADLK; /* its own thread, its callback, or a callback of a call on it */
   else
     registry[at] = registry[--registry_len];

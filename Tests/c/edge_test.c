@@ -383,6 +383,54 @@ static void test_nested_sync_back_to_a_held_lane_is_edeadlk(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* Shutting down or destroying pool A from a closure one of A's lanes waits for (A's
+ * task syncs onto B's lane, whose closure stops A): EDEADLK, as from A's lane itself
+ * (before: a hang; the third hostile review's hostile_chain_shutdown). */
+typedef struct {
+  lanepool_t *a;
+  lanepool_lane_t *b;
+  int how; /* 0 drain, 1 cancel, 2 destroy */
+  _Atomic int closure_rc, sync_rc, done;
+} chain_stop;
+
+static void chain_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)fn;
+  (void)ctx;
+  (void)arg;
+}
+
+static void chain_stop_closure(void *ctx) {
+  chain_stop *c = ctx;
+  atomic_store(&c->closure_rc, c->how == 2 ? lanepool_destroy(c->a)
+                                           : lanepool_shutdown(c->a,
+                                                               c->how ? LANEPOOL_SHUTDOWN_CANCEL
+                                                                      : LANEPOOL_SHUTDOWN_DRAIN,
+                                                               chain_discard, NULL));
+}
+
+static void chain_stop_task(void *ctx) {
+  chain_stop *c = ctx;
+  atomic_store(&c->sync_rc, lanepool_lane_sync(c->b, chain_stop_closure, c));
+  atomic_store(&c->done, 1);
+}
+
+static void test_stopping_a_pool_its_sync_chain_waits_for_is_edeadlk(void) {
+  begin("stopping_a_pool_its_sync_chain_waits_for_is_edeadlk", 60);
+  for (int how = 0; how < 3; how++) {
+    lanepool_t *a = make_pool("chainA", 1), *b = make_pool("chainB", 1);
+    chain_stop c = {.a = a, .b = lane_of(b, LANEPOOL_QOS_DEFAULT, 0), .how = how};
+    atomic_init(&c.closure_rc, -1);
+    atomic_init(&c.sync_rc, -1);
+    atomic_init(&c.done, 0);
+    CHECK_RC(lanepool_lane_async(lane_of(a, LANEPOOL_QOS_DEFAULT, 0), chain_stop_task, &c), 0);
+    while (!atomic_load(&c.done)) sleep_ms(1); /* a hang ends at the watchdog */
+    CHECK_RC(atomic_load(&c.closure_rc), EDEADLK);
+    CHECK_RC(atomic_load(&c.sync_rc), 0);
+    CHECK_RC(lanepool_destroy(a), 0);
+    CHECK_RC(lanepool_destroy(b), 0);
+  }
+}
+
 /* ================================================================================
  * Defect 10b: every configuration field with extreme values: 0 or a clear errno
  * naming the field, never a crash or a hang.
@@ -883,6 +931,7 @@ int main(int argc, char **argv) {
       T(test_timer_affinity_keeps_every_allowed_cpu),
       T(test_plan_over_a_wide_machine),
       T(test_nested_sync_back_to_a_held_lane_is_edeadlk),
+      T(test_stopping_a_pool_its_sync_chain_waits_for_is_edeadlk),
       T(test_config_sweep_of_extreme_values),
       T(test_huge_timeouts_and_deadlines),
       T(test_placement_fixtures),
