@@ -366,12 +366,31 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   lanepool__boost_update(lane);
 }
 
+/* Busy: a task running (or a closure lent to a sync caller) or tasks queued, so work
+ * queued now would wait. A snapshot of relaxed counters, best effort: the lane may go
+ * idle, or another producer queue ahead, right after. */
+static bool lane_busy(lanepool_lane_t *lane) {
+  return atomic_load_explicit(&lane->started_tasks, memory_order_relaxed) !=
+             atomic_load_explicit(&lane->executed, memory_order_relaxed) ||
+         atomic_load_explicit(&lane->lent_in, memory_order_relaxed) !=
+             atomic_load_explicit(&lane->lent_out, memory_order_relaxed) ||
+         lanepool__lane_depth(lane) != 0;
+}
+
 int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepool_boost_t *out) {
+  return lanepool_lane_boost_begin_flags(lane, qos, 0, out);
+}
+
+int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool_qos_t qos, unsigned flags,
+                                    lanepool_boost_t *out) {
   int b = lanepool_band_index(qos);
-  if (!lane || !out || b < 0) return EINVAL;
+  if (!lane || !out || b < 0 || (flags & ~LANEPOOL_BOOST_IF_BUSY)) return EINVAL;
   out->lane = lane;
   out->band_plus_one = 0;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  /* Cheap tests first: a band not above the lane's holds nothing, whatever the lane does. */
+  if ((uint32_t)b >= lane->band) return 0;
+  if ((flags & LANEPOOL_BOOST_IF_BUSY) && !lane_busy(lane)) return 0;
   _Atomic uint32_t ticket;
   atomic_init(&ticket, 0);
   if (lanepool__boost_join(lane, b, &ticket)) {

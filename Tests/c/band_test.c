@@ -435,6 +435,40 @@ static void test_boost_begin_end(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- LANEPOOL_BOOST_IF_BUSY: an idle lane holds nothing, a busy one is boosted ---- */
+
+static void test_boost_if_busy(void) {
+  current_test = "boost_if_busy";
+  lanepool_t *pool = escalation_pool("esc6");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  lanepool_boost_t b;
+  /* Idle (nothing queued, nothing running): nothing held, the lane untouched. */
+  for (int i = 0; i < 10000 && lanepool__lane_depth(bg) != 0; i++) usleep(1000);
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INTERACTIVE,
+                                           LANEPOOL_BOOST_IF_BUSY, &b),
+           0);
+  CHECK(b.band_plus_one == 0 && bg_at_own_band(bg));
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  /* Busy with a task: held, the lane boosted; ended, back at its band. */
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  CHECK_RC(
+      lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b),
+      0);
+  CHECK(b.band_plus_one == 2);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(bg_at_own_band(bg));
+  /* A band not above the lane's holds nothing, busy or not; an unknown flag is EINVAL. */
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_BACKGROUND, LANEPOOL_BOOST_IF_BUSY, &b),
+           0);
+  CHECK(b.band_plus_one == 0);
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INITIATED, 2u, &b), EINVAL);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
 
 static void *cancel_soon(void *arg) {
@@ -650,6 +684,7 @@ static void run_suite(void) {
   test_escalate_from_lanes();
   test_escalate_busy_lane();
   test_boost_begin_end();
+  test_boost_if_busy();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_escalation_storm();
