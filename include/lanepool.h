@@ -913,7 +913,9 @@ LANEPOOL_API int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool
                                                  unsigned flags, lanepool_boost_t *out);
 
 /** Ends a boost from lanepool_lane_boost_begin(); ending it twice is harmless. Not
- *  thread-safe for one boost: begin and end it on the waiter's side. 0 or EINVAL (NULL). */
+ *  thread-safe for one boost: end it once, on the waiter's side or on a thread the boost
+ *  was handed to with the work (as Swift's lane jobs do: the lane ends it after the job).
+ *  0 or EINVAL (NULL). */
 LANEPOOL_API int lanepool_lane_boost_end(lanepool_boost_t *boost);
 
 #ifdef __cplusplus

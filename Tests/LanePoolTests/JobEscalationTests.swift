@@ -64,8 +64,8 @@ private struct Seen: Sendable {
 }
 
 /// Waits for a task from synchronous code (a background waiter: awaiting never escalates
-/// the awaited task).
-private func wait<T: Sendable, F: Error>(_ task: Task<T, F>) -> Result<T, F> {
+/// the awaited task); nil if it has not finished after 10 s.
+private func wait<T: Sendable, F: Error>(_ task: Task<T, F>) -> Result<T, F>? {
   let done = DispatchSemaphore(value: 0)
   let out = Locked<Result<T, F>?>(nil)
   Task.detached(priority: .background) {
@@ -73,8 +73,8 @@ private func wait<T: Sendable, F: Error>(_ task: Task<T, F>) -> Result<T, F> {
     out.withLock { $0 = r }
     done.signal()
   }
-  done.wait()
-  return out.withLock { $0! }
+  guard done.wait(timeout: .now() + .seconds(10)) == .success else { return nil }
+  return out.withLock { $0 }
 }
 
 /// Polls (1 ms steps, at most 10 s) until `condition` holds.
@@ -118,7 +118,7 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   }
 
   // 1. An idle lane starts a high-priority job at once: not boosted, no system call.
-  guard case .success(let idle) = wait(Task.detached(priority: .high) { Seen(await actor.seen()) }),
+  guard case .success(let idle)? = wait(Task.detached(priority: .high) { Seen(await actor.seen()) }),
     let idle, (idle.nice, idle.policy) == own
   else { return "a high-priority job on an idle lane was boosted (or /proc unreadable)" }
 
@@ -133,7 +133,7 @@ func jobEscalationCheck(privileged: Bool) -> String? {
     return "busy lane with a high-priority job queued: \(String(describing: procSchedFields(tid: tid)))"
   }
   gate.signal()
-  guard case .success(let inJob) = wait(job), let inJob, (inJob.nice, inJob.policy) == boosted else {
+  guard case .success(let inJob)? = wait(job), let inJob, (inJob.nice, inJob.policy) == boosted else {
     return "the boosted job did not see the boost"
   }
   guard eventually({ at(own) && bg.info.depth == 0 }) else { return "not restored after the job ran" }
@@ -145,7 +145,7 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   let run = Task.detached(priority: .high) { Seen(try await bg.run { procSchedFields(tid: tid) }) }
   guard eventually({ at(boosted) }) else { return "Lane.run on a busy lane did not boost it" }
   gate.signal()
-  guard case .success(let inRun) = wait(run), let inRun, (inRun.nice, inRun.policy) == boosted else {
+  guard case .success(let inRun)? = wait(run), let inRun, (inRun.nice, inRun.policy) == boosted else {
     return "the run closure did not see the boost"
   }
   guard eventually({ at(own) }) else { return "not restored after Lane.run" }
@@ -155,7 +155,7 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   let cancelled = Task.detached(priority: .high) { try await bg.run { 1 } }
   guard eventually({ at(boosted) }) else { return "Lane.run (to be cancelled) did not boost" }
   cancelled.cancel()
-  guard case .failure(let error) = wait(cancelled), error is CancellationError else {
+  guard case .failure(let error)? = wait(cancelled), error is CancellationError else {
     return "the cancelled run did not throw CancellationError"
   }
   guard at(own) else { return "a cancelled run caller left the lane boosted" }
@@ -170,10 +170,26 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   low.escalatePriority(to: .high)
   guard eventually({ at(boosted) }) else { return "escalating the run caller did not boost the lane" }
   gate.signal()
-  guard case .success(let inLow) = wait(low), let inLow, (inLow.nice, inLow.policy) == boosted else {
+  guard case .success(let inLow)? = wait(low), let inLow, (inLow.nice, inLow.policy) == boosted else {
     return "the escalated run closure did not see the boost"
   }
   guard eventually({ at(own) }) else { return "not restored after the escalated run" }
+
+  // 6. A cancelling shutdown discards a boosted job: its boost ends there and the job
+  //    still runs (on the fallback), so its caller finishes; the discard counts it.
+  if let e = holdLane() { return e }
+  let discarded = Task.detached(priority: .high) { await actor.seen(note: 6) }
+  guard eventually({ bg.info.depth == 1 && at(boosted) }) else { return "the job to discard did not boost" }
+  let count = Locked<Int?>(nil)
+  let stopper = Thread { count.withLock { $0 = try? pool.shutdown(discardingQueued: true) } }
+  stopper.start()
+  guard eventually({ pool.isShutDown }) else { return "the shutdown did not start" }
+  gate.signal()
+  guard case .success? = wait(discarded) else { return "the discarded job's caller did not finish" }
+  guard eventually({ count.withLock { $0 } != nil }), count.withLock({ $0 }) == 1 else {
+    return "shutdown discarded \(String(describing: count.withLock { $0 })) tasks, expected the job"
+  }
+  guard order.withLock({ $0 }) == [1, 2, 3, 6] else { return "order after the discard: \(order.withLock { $0 })" }
   return nil
 }
 
@@ -203,8 +219,8 @@ func jobEscalationDisabledCheck() -> String? {
   let run = Task.detached(priority: .high) { Seen(try await bg.run { procSchedFields(tid: tid) }) }
   guard eventually({ bg.info.depth == 2 }) else { return "the job and run closure never reached the lane" }
   gate.signal()
-  guard case .success(let a) = wait(job), let a, (a.nice, a.policy) == (10, SCHED_BATCH_),
-    case .success(let b) = wait(run), let b, (b.nice, b.policy) == (10, SCHED_BATCH_)
+  guard case .success(let a)? = wait(job), let a, (a.nice, a.policy) == (10, SCHED_BATCH_),
+    case .success(let b)? = wait(run), let b, (b.nice, b.policy) == (10, SCHED_BATCH_)
   else { return "boosted with LANEPOOL_ESCALATION=0" }
   return nil
 }
