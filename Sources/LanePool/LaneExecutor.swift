@@ -10,7 +10,8 @@ internal import CLanePool
 ///   nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
 /// }
 /// ```
-/// Enqueueing costs no allocation: the job's own pointer is the C task context.
+/// Enqueueing costs no allocation: the job's own pointer is the C task context (except
+/// for a job that boosts the lane, see ``enqueue(_:)``: a small record with its boost).
 ///
 /// Jobs are continuations of work the pool already accepted: while the pool drains
 /// (``LanePool/shutdownGracefully()``) the lane still takes them, from any thread, so
