@@ -901,7 +901,9 @@ LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t
 /** lanepool_lane_boost_begin_flags: hold the boost only if the lane is busy now (a task
  *  running, a closure lent to a sync caller, or tasks queued), so that work queued next
  *  would wait behind others. Work that an idle lane starts at once is not boosted: it
- *  waits for no task, only for the lane's wake-up at its own band. What Swift jobs and
+ *  waits for no task, only for the lane's wake-up at its own band. Called on the lane
+ *  itself (its task, or a closure lent to the caller), only queued tasks count: what
+ *  runs is the caller. What Swift jobs and
  *  `Lane.run` use (docs/priorities.md, "Escalation"). The look is a snapshot (the lane
  *  may go idle, or another producer queue ahead, right after): best effort. */
 #define LANEPOOL_BOOST_IF_BUSY 1u

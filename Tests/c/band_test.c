@@ -435,6 +435,8 @@ static void test_boost_begin_end(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+static void noop_task(void *ctx) { (void)ctx; }
+
 /* ---- LANEPOOL_BOOST_IF_BUSY: an idle lane holds nothing, a busy one is boosted ---- */
 
 static void test_boost_if_busy(void) {
@@ -466,6 +468,37 @@ static void test_boost_if_busy(void) {
   CHECK(b.band_plus_one == 0);
   CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INITIATED, 2u, &b), EINVAL);
   atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* A task on `lane` asks for a boost of its own lane: with nothing queued, nothing is
+ * held (the task itself is what runs); with a task queued behind it, the boost holds. */
+typedef struct {
+  lanepool_lane_t *lane;
+  uint32_t alone, behind;
+} own_lane_t;
+
+static void boost_own_lane(void *ctx) {
+  own_lane_t *o = ctx;
+  lanepool_boost_t b;
+  lanepool_lane_boost_begin_flags(o->lane, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b);
+  o->alone = b.band_plus_one;
+  lanepool_lane_boost_end(&b);
+  lanepool_lane_async(o->lane, noop_task, NULL);
+  lanepool_lane_boost_begin_flags(o->lane, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b);
+  o->behind = b.band_plus_one;
+  lanepool_lane_boost_end(&b);
+}
+
+static void test_boost_if_busy_own_lane(void) {
+  current_test = "boost_if_busy_own_lane";
+  lanepool_t *pool = escalation_pool("esc7");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  own_lane_t o = {bg, 99, 99};
+  CHECK_RC(lanepool_lane_sync_flags(bg, boost_own_lane, &o, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(o.alone == 0);
+  CHECK(o.behind == 2);
+  CHECK(bg_at_own_band(bg));
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
@@ -685,6 +718,7 @@ static void run_suite(void) {
   test_escalate_busy_lane();
   test_boost_begin_end();
   test_boost_if_busy();
+  test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_escalation_storm();
