@@ -904,8 +904,26 @@ typedef struct lanepool_boost {
 LANEPOOL_API int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos,
                                            lanepool_boost_t *out);
 
+/** lanepool_lane_boost_begin_flags: hold the boost only if the lane is busy now (a task
+ *  running, a closure lent to a sync caller, or tasks queued), so that work queued next
+ *  would wait behind others. Work that an idle lane starts at once is not boosted: it
+ *  waits for no task, only for the lane's wake-up at its own band. Called on the lane
+ *  itself (its task, or a closure lent to the caller), only queued tasks count: what
+ *  runs is the caller. What Swift jobs and
+ *  `Lane.run` use (docs/priorities.md, "Escalation"). The look is a snapshot (the lane
+ *  may go idle, or another producer queue ahead, right after): best effort. */
+#define LANEPOOL_BOOST_IF_BUSY 1u
+
+/** As lanepool_lane_boost_begin, with flags (LANEPOOL_BOOST_IF_BUSY; 0 is
+ *  lanepool_lane_boost_begin). A qos not above the lane's band returns 0 holding nothing
+ *  without looking at the lane. EINVAL for an unknown flag. */
+LANEPOOL_API int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool_qos_t qos,
+                                                 unsigned flags, lanepool_boost_t *out);
+
 /** Ends a boost from lanepool_lane_boost_begin(); ending it twice is harmless. Not
- *  thread-safe for one boost: begin and end it on the waiter's side. 0 or EINVAL (NULL). */
+ *  thread-safe for one boost: end it once, on the waiter's side or on a thread the boost
+ *  was handed to with the work (as Swift's lane jobs do: the lane ends it after the job).
+ *  0 or EINVAL (NULL). */
 LANEPOOL_API int lanepool_lane_boost_end(lanepool_boost_t *boost);
 
 #ifdef __cplusplus

@@ -426,24 +426,51 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   lanepool__boost_update(lane);
 }
 
+/* Busy: a task running (or a closure lent to a sync caller) or tasks queued, so work
+ * queued now would wait. A snapshot of relaxed counters, best effort: the lane may go
+ * idle, or another producer queue ahead, right after. */
+static bool lane_busy(lanepool_lane_t *lane) {
+  /* A caller running on the lane (its task, or a closure lent to it) is what runs: work
+   * it queues there waits only for what is queued (a task yielding to its own lane). */
+  bool caller_runs_it = lanepool__current == lane;
+  /* The depth as lane.c's lanepool__lane_depth counts it (ring, overflow list, a batch
+   * taken from it), read here from the fields: band.c sits below lane.c. */
+  return (!caller_runs_it && (atomic_load_explicit(&lane->started_tasks, memory_order_relaxed) !=
+                                  atomic_load_explicit(&lane->executed, memory_order_relaxed) ||
+                              atomic_load_explicit(&lane->lent_in, memory_order_relaxed) !=
+                                  atomic_load_explicit(&lane->lent_out, memory_order_relaxed))) ||
+         lanepool__ring_depth(&lane->ring) != 0 ||
+         atomic_load_explicit(&lane->spill_count, memory_order_relaxed) != 0 ||
+         atomic_load_explicit(&lane->batch_left, memory_order_relaxed) != 0;
+}
+
 int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepool_boost_t *out) {
+  return lanepool_lane_boost_begin_flags(lane, qos, 0, out);
+}
+
+int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool_qos_t qos, unsigned flags,
+                                    lanepool_boost_t *out) {
   int b = lanepool_band_index(qos);
-  if (!lane || !out || b < 0) return EINVAL;
+  if (!lane || !out || b < 0 || (flags & ~LANEPOOL_BOOST_IF_BUSY)) return EINVAL;
   out->lane = lane;
   out->band_plus_one = 0;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   /* A registered call (calls.c): lanepool_destroy waits for it before it frees. */
   const void *outer = lanepool__call_enter(lane);
-  int rc = 0;
+  /* Cheap tests first: a band not above the lane's holds nothing, whatever the lane
+   * does; nor does an idle lane when only a busy one is to be boosted. */
+  if ((uint32_t)b >= lane->band || ((flags & LANEPOOL_BOOST_IF_BUSY) && !lane_busy(lane))) {
+    lanepool__call_leave(outer);
+    return 0;
+  }
   _Atomic uint32_t ticket;
   atomic_init(&ticket, 0);
-  if (lanepool__forked(lane->generation)) {
-    rc = EOWNERDEAD;
-  } else if (lanepool__boost_join(lane, b, &ticket)) {
+  if (lanepool__boost_join(lane, b, &ticket)) {
     out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
     lanepool__boost_update(lane);
   }
   lanepool__call_leave(outer);
-  return rc;
+  return 0;
 }
 
 int lanepool_lane_boost_end(lanepool_boost_t *boost) {

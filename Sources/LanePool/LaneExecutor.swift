@@ -10,7 +10,8 @@ internal import CLanePool
 ///   nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
 /// }
 /// ```
-/// Enqueueing costs no allocation: the job's own pointer is the C task context.
+/// Enqueueing costs no allocation: the job's own pointer is the C task context (except
+/// for a job that boosts the lane, see ``enqueue(_:)``: a small record with its boost).
 ///
 /// Jobs are continuations of work the pool already accepted: while the pool drains
 /// (``LanePool/shutdownGracefully()``) the lane still takes them, from any thread, so
@@ -37,10 +38,26 @@ extension LanePool.Lane: SerialExecutor, TaskExecutor {
   /// synchronous code). (The two roles cannot be split into two objects here: for an
   /// owned task-executor preference the runtime retains the `Lane` it is given and
   /// releases whatever `asUnownedTaskExecutor()` returns, so that must be the lane.)
+  ///
+  /// Escalation: a job whose priority names a band above the lane's, enqueued while the
+  /// lane is busy (running a task, or with tasks queued), boosts the lane's thread to
+  /// that band until the job has run, the tasks ahead of it included, in their order
+  /// (docs/priorities.md, "Escalation"). A job of the lane's band or below, one with no
+  /// priority, and one an idle lane starts at once cost one comparison, no system call.
   public func enqueue(_ job: consuming ExecutorJob) {
+    let priority = job.priority.rawValue
     let unownedJob = UnownedJob(job)
-    let ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
-    var rc = lanepool_lane_async_flags(raw, serialJobTrampoline, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
+    var fn = serialJobTrampoline
+    var ctx = unsafeBitCast(unownedJob, to: UnsafeMutableRawPointer.self)
+    var boosted: UnsafeMutablePointer<BoostedJob>? = nil
+    if priority != 0, LanePool.QoS(jobPriority: priority).bandIndex < qos.bandIndex {
+      boosted = BoostedJob.begin(unownedJob, on: self, qos: LanePool.QoS(jobPriority: priority))
+      if let boosted {
+        fn = boostedJobTrampoline
+        ctx = UnsafeMutableRawPointer(boosted)
+      }
+    }
+    var rc = lanepool_lane_async_flags(raw, fn, ctx, UInt32(LANEPOOL_SUBMIT_CONTINUATION))
     if rc == Errno.EAGAIN {
       if isCurrent {
         misuse(
@@ -51,11 +68,13 @@ extension LanePool.Lane: SerialExecutor, TaskExecutor {
       // (This wait has no continuation flag: while draining it ends in ESHUTDOWN, and
       // the job goes to the fallback.)
       repeat {
-        rc = lanepool_lane_async_wait(raw, serialJobTrampoline, ctx, 1_000_000_000)
+        rc = lanepool_lane_async_wait(raw, fn, ctx, 1_000_000_000)
       } while rc == Errno.ETIMEDOUT
     }
     if rc != 0 {
-      // Shut down (or, in a fork child, never running here): run it on the fallback.
+      // Shut down (or, in a fork child, never running here): run it on the fallback. A
+      // boost ends here: the waiter's job is no longer on the lane.
+      if let boosted { _ = BoostedJob.end(boosted) }
       core.fallback.refused(.lane(unownedJob, self), threadsGone: rc == Errno.EOWNERDEAD)
     }
   }
@@ -98,4 +117,43 @@ let serialJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { c
   let job = unsafeBitCast(ctx!, to: UnownedJob.self)
   // No retain of the lane per job: see Lane.currentUnmanaged.
   job.runSynchronously(on: Lane.currentUnmanaged!._withUnsafeGuaranteedRef { $0.asUnownedSerialExecutor() })
+}
+
+/// A job that boosts its lane while it waits there (see ``LanePool/Lane/enqueue(_:)``):
+/// the job and the boost it holds, allocated only for such a job. The lane ends the
+/// boost when the job has run; a job that never runs there (refused, or discarded by a
+/// cancelling shutdown) ends it where it leaves.
+struct BoostedJob {
+  let job: UnownedJob
+  var boost: lanepool_boost_t
+
+  /// Begins the boost of `lane` to `qos` if the lane is busy; nil (nothing allocated,
+  /// nothing held) when it is idle or escalation is off.
+  static func begin(_ job: UnownedJob, on lane: LanePool.Lane, qos: LanePool.QoS) -> UnsafeMutablePointer<BoostedJob>? {
+    var boost = lanepool_boost_t()
+    guard lanepool_lane_boost_begin_flags(lane.raw, qos.c, UInt32(LANEPOOL_BOOST_IF_BUSY), &boost) == 0,
+      boost.band_plus_one != 0
+    else { return nil }
+    let p = UnsafeMutablePointer<BoostedJob>.allocate(capacity: 1)
+    p.initialize(to: BoostedJob(job: job, boost: boost))
+    return p
+  }
+
+  /// Ends the boost, frees the record, returns the job.
+  static func end(_ p: UnsafeMutablePointer<BoostedJob>) -> UnownedJob {
+    _ = lanepool_lane_boost_end(&p.pointee.boost)
+    let job = p.pointee.job
+    p.deinitialize(count: 1)
+    p.deallocate()
+    return job
+  }
+}
+
+/// Runs a boosted job on its lane as ``serialJobTrampoline`` does, then ends its boost:
+/// the lane returns to its own band (or the next waiter's) with the job done.
+let boostedJobTrampoline: @convention(c) (UnsafeMutableRawPointer?) -> Void = { ctx in
+  let p = ctx!.assumingMemoryBound(to: BoostedJob.self)
+  p.pointee.job.runSynchronously(
+    on: Lane.currentUnmanaged!._withUnsafeGuaranteedRef { $0.asUnownedSerialExecutor() })
+  _ = BoostedJob.end(p)
 }

@@ -94,6 +94,10 @@ private let discardTask: @convention(c) (lanepool_fn?, UnsafeMutableRawPointer?,
     box.onDiscard?()
   } else if address == unsafeBitCast(serialJobTrampoline, to: UnsafeRawPointer.self) {
     discards.pool.core.fallback.discarded(.discardedJob(unsafeBitCast(ctx, to: UnownedJob.self)))
+  } else if address == unsafeBitCast(boostedJobTrampoline, to: UnsafeRawPointer.self) {
+    // Its waiter's boost ends here: the job leaves the lane for the fallback.
+    let job = BoostedJob.end(ctx.assumingMemoryBound(to: BoostedJob.self))
+    discards.pool.core.fallback.discarded(.discardedJob(job))
   } else if address == unsafeBitCast(poolJobTrampoline, to: UnsafeRawPointer.self) {
     // A task's job (its lane is not known here): it needs a thread, not exclusion.
     Fallback.runElsewhere(unsafeBitCast(ctx, to: UnownedJob.self), preferring: discards.pool)

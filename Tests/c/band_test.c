@@ -466,6 +466,73 @@ static void test_boost_begin_end(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+static void noop_task(void *ctx) { (void)ctx; }
+
+/* ---- LANEPOOL_BOOST_IF_BUSY: an idle lane holds nothing, a busy one is boosted ---- */
+
+static void test_boost_if_busy(void) {
+  current_test = "boost_if_busy";
+  lanepool_t *pool = escalation_pool("esc6");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  lanepool_boost_t b;
+  /* Idle (nothing queued, nothing running): nothing held, the lane untouched. */
+  for (int i = 0; i < 10000 && lanepool__lane_depth(bg) != 0; i++) usleep(1000);
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INTERACTIVE,
+                                           LANEPOOL_BOOST_IF_BUSY, &b),
+           0);
+  CHECK(b.band_plus_one == 0 && bg_at_own_band(bg));
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  /* Busy with a task: held, the lane boosted; ended, back at its band. */
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  CHECK_RC(
+      lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b),
+      0);
+  CHECK(b.band_plus_one == 2);
+  CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == SCHED_OTHER);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(bg_at_own_band(bg));
+  /* A band not above the lane's holds nothing, busy or not; an unknown flag is EINVAL. */
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_BACKGROUND, LANEPOOL_BOOST_IF_BUSY, &b),
+           0);
+  CHECK(b.band_plus_one == 0);
+  CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INITIATED, 2u, &b), EINVAL);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* A task on `lane` asks for a boost of its own lane: with nothing queued, nothing is
+ * held (the task itself is what runs); with a task queued behind it, the boost holds. */
+typedef struct {
+  lanepool_lane_t *lane;
+  uint32_t alone, behind;
+} own_lane_t;
+
+static void boost_own_lane(void *ctx) {
+  own_lane_t *o = ctx;
+  lanepool_boost_t b;
+  lanepool_lane_boost_begin_flags(o->lane, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b);
+  o->alone = b.band_plus_one;
+  lanepool_lane_boost_end(&b);
+  lanepool_lane_async(o->lane, noop_task, NULL);
+  lanepool_lane_boost_begin_flags(o->lane, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_BOOST_IF_BUSY, &b);
+  o->behind = b.band_plus_one;
+  lanepool_lane_boost_end(&b);
+}
+
+static void test_boost_if_busy_own_lane(void) {
+  current_test = "boost_if_busy_own_lane";
+  lanepool_t *pool = escalation_pool("esc7");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  own_lane_t o = {bg, 99, 99};
+  CHECK_RC(lanepool_lane_sync_flags(bg, boost_own_lane, &o, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(o.alone == 0);
+  CHECK(o.behind == 2);
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
 
 static void *cancel_soon(void *arg) {
@@ -997,6 +1064,8 @@ static void run_suite(void) {
   test_escalate_from_lanes();
   test_escalate_busy_lane();
   test_boost_begin_end();
+  test_boost_if_busy();
+  test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_boost_after_the_thread_left();
