@@ -733,6 +733,36 @@ static void *destroy_pool_thread(void *arg) {
   return NULL;
 }
 
+/* Starts `holder` on a thread (it enters a call on `pool` and stops at a test point,
+ * setting *inside), then destroy on another: destroy must wait for the held call
+ * (reach calls_wait, not return); then lets the holder go (*release) and joins both.
+ * Returns destroy's answer. */
+static int destroy_while_held(lanepool_t *pool, void *(*holder)(void *), void *arg,
+                              _Atomic int *inside, _Atomic int *release) {
+  pthread_t held, destroyer;
+  pthread_create(&held, NULL, holder, arg);
+  bool in = false;
+  for (int i = 0; i < 10000 && !(in = atomic_load(inside)); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(in);
+  destroy_arg d = {pool, 0, -1};
+  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
+  /* Either destroy waits for the call (right), or it returns and freed the lane under
+   * it (wrong: the call then touches freed memory, which ASan reports). */
+  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
+  atomic_store(release, 1);
+  pthread_join(held, NULL);
+  pthread_join(destroyer, NULL);
+  atomic_store(&lanepool__test_point, NULL);
+  return d.rc;
+}
+
 static void test_boost_end_racing_destroy(void) {
   current_test = "boost_end_racing_destroy";
   atomic_store(&end_inside, 0);
@@ -744,28 +774,7 @@ static void test_boost_end_racing_destroy(void) {
   CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
   CHECK(b.band_plus_one != 0);
   atomic_store(&lanepool__test_point, end_point);
-  pthread_t ender, destroyer;
-  pthread_create(&ender, NULL, end_boost_thread, &b);
-  bool inside = false;
-  for (int i = 0; i < 10000 && !(inside = atomic_load(&end_inside)); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  CHECK(inside);
-  destroy_arg d = {pool, 0, -1};
-  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
-  /* Either destroy waits for the end (right), or it returns and freed the lane under
-   * it (wrong: the end then touches freed memory, which ASan reports). */
-  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
-  atomic_store(&end_release, 1);
-  pthread_join(ender, NULL);
-  pthread_join(destroyer, NULL);
-  atomic_store(&lanepool__test_point, NULL);
-  CHECK_RC(d.rc, 0);
+  CHECK_RC(destroy_while_held(pool, end_boost_thread, &b, &end_inside, &end_release), 0);
 }
 
 /* ---- lanepool_destroy waits for a refused sync that still holds its escalation (a use
@@ -814,27 +823,8 @@ static void test_refused_sync_racing_destroy(void) {
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   atomic_store(&lanepool__test_point, refused_point);
   refused_sync_arg a = {bg, -1, -1};
-  pthread_t syncer, destroyer;
-  pthread_create(&syncer, NULL, refused_sync_thread, &a);
-  bool inside = false;
-  for (int i = 0; i < 10000 && !(inside = atomic_load(&refused_inside)); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  CHECK(inside);
-  destroy_arg d = {pool, 0, -1};
-  pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
-  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
-  atomic_store(&refused_release, 1);
-  pthread_join(syncer, NULL);
-  pthread_join(destroyer, NULL);
-  atomic_store(&lanepool__test_point, NULL);
+  CHECK_RC(destroy_while_held(pool, refused_sync_thread, &a, &refused_inside, &refused_release), 0);
   CHECK_RC(a.rc, ESHUTDOWN);
-  CHECK_RC(d.rc, 0);
 }
 
 /* ---- a boost that cannot change anything costs no system call: unprivileged, a
