@@ -1,0 +1,254 @@
+/*
+ * hostile_boost.c - hostile review of issue 23 (third pass): escalation (band.c's boost
+ * path) against the life cycle. Reproducers, not CI tests: each case prints PASS or
+ * FAIL with what it saw; under ASan a use after free ends the process with a report.
+ *
+ * The window is made deterministic by wrapping syscall(2) at link time
+ * (-Wl,--wrap=syscall): band.c renices a lane through syscall(SYS_sched_setattr), so
+ * the wrapper can hold the calling thread inside that call, as a preemption there
+ * would, until the main thread has done its part. Nothing else is changed.
+ *
+ * Build (from the repository root):
+ *   clang -std=gnu11 -g -O1 -pthread -fsanitize=address,undefined -fno-sanitize-recover=all
+ *     -Iinclude -ISources/CLanePool -Wl,--wrap=syscall Tests/c/hostile_boost.c
+ *     Sources/CLanePool/(every .c) -o /tmp/hostile_boost
+ *   /tmp/hostile_boost CASE     CASE: stale-tid | sync-refused-destroy |
+ *                               sync-boost-destroy | boost-end-destroy
+ *
+ * Cases:
+ *  stale-tid: a lane's thread has exited (the pool is shut down, not destroyed); its
+ *    kernel thread id is reused by another thread of the process (pid_max is 32768
+ *    here: the test cycles through thread ids until it gets it). A lanepool_lane_sync
+ *    from a default-band thread onto the background lane is refused (ESHUTDOWN), as
+ *    documented, but on its way boosts and then "restores" the lane's thread id: the
+ *    unrelated thread is left at the background band's policy (SCHED_BATCH, nice 10).
+ *    lanepool_lane_boost_begin/end on such a lane does the same.
+ *  sync-refused-destroy: a sync (default band onto the background lane) that is refused
+ *    because the pool is shut down drops its boost after lanepool__call_leave: a destroy
+ *    called while that sync is in flight does not wait for it and frees the lane under
+ *    it (ASan: heap-use-after-free in lanepool__boost_update / boost_apply).
+ *  sync-boost-destroy: the same sync on an open pool, held in the boost it applies
+ *    before the push (before lanepool__call_enter): destroy drains, joins and frees; the
+ *    sync then pushes onto the freed lane. (LANEPOOL_SYNC_QUEUED, or any busy lane: an
+ *    idle lane would be borrowed inline, without a boost.)
+ *  boost-end-destroy: a waiter ends its lanepool_lane_boost_begin boost (its wait is over:
+ *    the task it waited for ran) while the pool's owner destroys the pool (it saw the
+ *    same task finish): destroy does not wait for lanepool_lane_boost_end.
+ */
+#define _GNU_SOURCE
+#include "lanepool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the syscall wrapper ------------------------------------------------------- */
+
+long __real_syscall(long n, ...);
+
+static _Atomic pid_t hold_tid;   /* the thread to hold in its next sched_setattr */
+static _Atomic int hold_skip;    /* ... after letting this many through */
+static _Atomic int held;         /* 1 while held */
+static _Atomic int release_held; /* main: go on */
+
+long __wrap_syscall(long n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  long a[6];
+  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+  va_end(ap);
+  if (n == SYS_sched_setattr && atomic_load(&hold_tid) == (pid_t)__real_syscall(SYS_gettid)) {
+    if (atomic_fetch_sub(&hold_skip, 1) <= 0) {
+      atomic_store(&hold_tid, 0);
+      atomic_store(&held, 1);
+      while (!atomic_load(&release_held)) sched_yield();
+    }
+  }
+  return __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+static pid_t gettid_(void) { return (pid_t)__real_syscall(SYS_gettid); }
+
+static void wait_for(_Atomic int *flag) {
+  for (long i = 0; !atomic_load(flag); i++) {
+    if (i > 20000000) {
+      fprintf(stderr, "FAIL: timed out waiting\n");
+      exit(2);
+    }
+    sched_yield();
+  }
+}
+
+static lanepool_t *make_pool(void) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "hostile";
+  cfg.lanes_per_band = 1;
+  lanepool_t *p = NULL;
+  int rc = lanepool_create(&cfg, &p);
+  if (rc) {
+    fprintf(stderr, "lanepool_create: %s\n", strerror(rc));
+    exit(2);
+  }
+  return p;
+}
+
+static lanepool_lane_t *lane_of(lanepool_t *p, lanepool_qos_t qos) {
+  lanepool_lane_t *l = NULL;
+  if (lanepool_get_lane(p, qos, 0, &l)) abort();
+  return l;
+}
+
+static void noop(void *ctx) { (void)ctx; }
+
+/* ---- stale-tid ---------------------------------------------------------------- */
+
+static _Atomic pid_t want_tid;
+static _Atomic int victim_got, victim_done;
+static _Atomic pid_t last_tid;
+
+static void *probe(void *arg) {
+  (void)arg;
+  pid_t me = gettid_();
+  atomic_store(&last_tid, me);
+  if (me == atomic_load(&want_tid)) {
+    atomic_store(&victim_got, 1);
+    while (!atomic_load(&victim_done)) sched_yield();
+  }
+  return NULL;
+}
+
+static void report_sched(const char *when, pid_t tid) {
+  printf("  %s: tid %d policy %d nice %d\n", when, (int)tid, sched_getscheduler(tid),
+         getpriority(PRIO_PROCESS, (id_t)tid));
+}
+
+static int case_stale_tid(void) {
+  lanepool_t *pool = make_pool();
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_lane_info_t info;
+  if (lanepool_lane_info(bg, &info)) abort();
+  pid_t stale = info.tid;
+  if (lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL)) abort();
+  printf("background lane's thread %d has exited (pool shut down, not destroyed)\n", (int)stale);
+  /* Cycle thread ids until one of ours gets the stale one (pid_max permitting). */
+  atomic_store(&want_tid, stale);
+  pthread_t victim = 0;
+  for (long i = 0; i < 200000 && !atomic_load(&victim_got); i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, probe, NULL)) abort();
+    for (int k = 0; k < 1000 && !atomic_load(&victim_got) && atomic_load(&last_tid) == 0; k++)
+      sched_yield();
+    if (atomic_load(&victim_got)) {
+      victim = t;
+      break;
+    }
+    pthread_join(t, NULL);
+    atomic_store(&last_tid, 0);
+  }
+  if (!victim) {
+    printf("SKIP: thread id %d was not reused by this process (another process took it?)\n",
+           (int)stale);
+    return 0;
+  }
+  printf("an unrelated thread of this process now has thread id %d\n", (int)stale);
+  report_sched("before", stale);
+  int policy0 = sched_getscheduler(stale), nice0 = getpriority(PRIO_PROCESS, (id_t)stale);
+  int rc = lanepool_lane_sync(bg, noop, NULL);
+  printf("lanepool_lane_sync onto the background lane: %d (%s)\n", rc, strerror(rc));
+  report_sched("after", stale);
+  int policy1 = sched_getscheduler(stale), nice1 = getpriority(PRIO_PROCESS, (id_t)stale);
+  lanepool_boost_t b;
+  int rb = lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b);
+  printf("lanepool_lane_boost_begin(userInteractive): %d\n", rb);
+  report_sched("while boosted", stale);
+  int nice2 = getpriority(PRIO_PROCESS, (id_t)stale);
+  (void)lanepool_lane_boost_end(&b);
+  report_sched("after boost_end", stale);
+  atomic_store(&victim_done, 1);
+  pthread_join(victim, NULL);
+  if (lanepool_destroy(pool)) abort();
+  if (policy1 != policy0 || nice1 != nice0 || nice2 != nice0) {
+    printf("FAIL: escalation on a lane whose thread exited changed an unrelated thread "
+           "(policy %d -> %d, nice %d -> %d, %d while boosted)\n",
+           policy0, policy1, nice0, nice1, nice2);
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
+
+/* ---- the destroy races ------------------------------------------------------- */
+
+static lanepool_lane_t *target;
+static unsigned sync_flags; /* LANEPOOL_SYNC_QUEUED: never inline on an idle lane */
+static _Atomic int waiter_rc = -1;
+static _Atomic pid_t waiter_tid;
+static lanepool_boost_t waiter_boost;
+
+static void *sync_waiter(void *arg) {
+  (void)arg;
+  atomic_store(&waiter_tid, gettid_());
+  while (atomic_load(&hold_tid) != gettid_()) sched_yield(); /* armed */
+  atomic_store(&waiter_rc, lanepool_lane_sync_flags(target, noop, NULL, sync_flags));
+  return NULL;
+}
+
+static void *boost_waiter(void *arg) {
+  (void)arg;
+  atomic_store(&waiter_tid, gettid_());
+  if (lanepool_lane_boost_begin(target, LANEPOOL_QOS_USER_INTERACTIVE, &waiter_boost)) abort();
+  while (atomic_load(&hold_tid) != gettid_()) sched_yield(); /* armed */
+  atomic_store(&waiter_rc, lanepool_lane_boost_end(&waiter_boost));
+  return NULL;
+}
+
+/* `shut_first`: the pool is shut down before the waiter starts. `skip`: sched_setattr
+ * calls of the waiter's to let through before the one that is held. */
+static int destroy_race(void *(*waiter)(void *), bool shut_first, int skip, const char *what) {
+  lanepool_t *pool = make_pool();
+  target = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  if (shut_first && lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL)) abort();
+  pthread_t t;
+  if (pthread_create(&t, NULL, waiter, NULL)) abort();
+  while (!atomic_load(&waiter_tid)) sched_yield();
+  atomic_store(&hold_skip, skip);
+  atomic_store(&hold_tid, atomic_load(&waiter_tid));
+  wait_for(&held);
+  printf("%s: the waiter is held inside its sched_setattr; destroying the pool\n", what);
+  int rc = lanepool_destroy(pool);
+  printf("lanepool_destroy: %d (it did not wait for the call in flight)\n", rc);
+  atomic_store(&release_held, 1);
+  pthread_join(t, NULL);
+  printf("waiter returned %d\n", atomic_load(&waiter_rc));
+  printf("FAIL (unless an ASan report came first): destroy returned while a call was in "
+         "flight on its lane\n");
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  const char *c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "stale-tid")) return case_stale_tid();
+  /* refused sync: boost_update (1st setattr, before the push), push ESHUTDOWN, then
+   * boost_leave after call_leave: hold the 2nd. */
+  if (!strcmp(c, "sync-refused-destroy"))
+    return destroy_race(sync_waiter, true, 1, "refused sync, in its boost_leave");
+  sync_flags = LANEPOOL_SYNC_QUEUED; /* an idle lane would be borrowed, not boosted */
+  if (!strcmp(c, "sync-boost-destroy"))
+    return destroy_race(sync_waiter, false, 0, "sync, in the boost before its push");
+  if (!strcmp(c, "boost-end-destroy"))
+    return destroy_race(boost_waiter, false, 0, "lanepool_lane_boost_end");
+  fprintf(stderr, "usage: %s stale-tid|sync-refused-destroy|sync-boost-destroy|boost-end-destroy\n",
+          argv[0]);
+  return 2;
+}
