@@ -12,7 +12,7 @@
  *   clang -std=gnu11 -g -O1 -pthread -fsanitize=address,undefined -fno-sanitize-recover=all
  *     -Iinclude -ISources/CLanePool -Wl,--wrap=syscall Tests/c/hostile_boost.c
  *     Sources/CLanePool/(every .c) -o /tmp/hostile_boost
- *   /tmp/hostile_boost CASE     CASE: stale-tid | sync-refused-destroy |
+ *   /tmp/hostile_boost CASE     CASE: stale-tid | log-destroy | sync-refused-destroy |
  *                               sync-boost-destroy | boost-end-destroy
  *
  * Cases:
@@ -31,6 +31,12 @@
  *    before the push (before lanepool__call_enter): destroy drains, joins and frees; the
  *    sync then pushes onto the freed lane. (LANEPOOL_SYNC_QUEUED, or any busy lane: an
  *    idle lane would be borrowed inline, without a boost.)
+ *  log-destroy: the waiter's thread lacks CAP_SYS_NICE (RLIMIT_NICE 0), so the kernel
+ *    limits the boost and the pool logs its one line, on the waiter's thread, inside
+ *    lanepool_lane_sync, before its push; the log handler destroys the pool (nothing in
+ *    the header forbids it there: only the timer thread's log is EDEADLK). destroy
+ *    returns 0 (calls_wait skips the caller's own record), and the sync goes on into
+ *    the freed lane.
  *  boost-end-destroy: a waiter ends its lanepool_lane_boost_begin boost (its wait is over:
  *    the task it waited for ran) while the pool's owner destroys the pool (it saw the
  *    same task finish): destroy does not wait for lanepool_lane_boost_end.
@@ -39,6 +45,7 @@
 #include "lanepool.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -236,9 +243,62 @@ static int destroy_race(void *(*waiter)(void *), bool shut_first, int skip, cons
   return 1;
 }
 
+/* ---- log-destroy ------------------------------------------------------------- */
+
+static lanepool_t *log_pool;
+static _Atomic int log_destroy_rc = -1;
+
+/* The escalation-limited line arrives on the waiter's thread, inside its
+ * lanepool_lane_sync, with no lock held: a log handler that tears the pool down. */
+static void log_fn(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)level;
+  (void)arg;
+  printf("log: %s\n", msg);
+  if (atomic_load(&log_destroy_rc) == -1) atomic_store(&log_destroy_rc, lanepool_destroy(log_pool));
+}
+
+static void drop_cap_sys_nice(void) { /* this thread only: effective set */
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+  memset(data, 0, sizeof data);
+  if (__real_syscall(SYS_capget, &hdr, data)) abort();
+  data[CAP_SYS_NICE / 32].effective &= ~(1u << (CAP_SYS_NICE % 32));
+  if (__real_syscall(SYS_capset, &hdr, data)) abort();
+}
+
+static void *log_waiter(void *arg) {
+  (void)arg;
+  drop_cap_sys_nice();
+  atomic_store(&waiter_rc, lanepool_lane_sync_flags(target, noop, NULL, LANEPOOL_SYNC_QUEUED));
+  return NULL;
+}
+
+static int case_log_destroy(void) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "hostile-log";
+  cfg.lanes_per_band = 1;
+  cfg.log = log_fn;
+  if (lanepool_create(&cfg, &log_pool)) abort();
+  target = lane_of(log_pool, LANEPOOL_QOS_BACKGROUND);
+  pthread_t t;
+  if (pthread_create(&t, NULL, log_waiter, NULL)) abort();
+  pthread_join(t, NULL);
+  printf("destroy from the log handler: %d; the sync returned %d\n", atomic_load(&log_destroy_rc),
+         atomic_load(&waiter_rc));
+  if (atomic_load(&log_destroy_rc) == 0) {
+    printf("FAIL: destroy freed the pool under the sync that called the handler (ASan: use "
+           "after free above, unless the build has no ASan)\n");
+    return 1;
+  }
+  printf("PASS (destroy refused: %d)\n", atomic_load(&log_destroy_rc));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "stale-tid")) return case_stale_tid();
+  if (!strcmp(c, "log-destroy")) return case_log_destroy();
   /* refused sync: boost_update (1st setattr, before the push), push ESHUTDOWN, then
    * boost_leave after call_leave: hold the 2nd. */
   if (!strcmp(c, "sync-refused-destroy"))
