@@ -18,6 +18,11 @@
  *  cancel-re    shutdown(CANCEL) whose discard callback re-enters its pool: a submit
  *               (ESHUTDOWN), a queued sync (ESHUTDOWN), a timer (ESHUTDOWN), shutdown
  *               (EALREADY), destroy (EDEADLK); any other answer fails the run.
+ *  fork         fork() while the others run (the atfork handlers' points are in the
+ *               schedule); the child, alone and unscheduled, checks that the pre-fork pool
+ *               answers EOWNERDEAD (destroy, async, sync, boost, timer, shutdown; EINVAL
+ *               from destroy if the pool was gone at the fork) and exits; the parent
+ *               waits for it (a hang in the child is this run's hang).
  *  async, drain, cancel, destroy as in sched_test.c.
  * Besides sched_test.c's books (every accepted task ran or was discarded exactly once; a
  * sync that returned 0 ran once; documented return codes; no hang), a run that did not
@@ -62,6 +67,7 @@ enum {
   OP_TIMER_FULL,
   OP_WAIT_FULL,
   OP_CANCEL_RE,
+  OP_FORK,
   OP_DRAIN,
   OP_CANCEL,
   OP_DESTROY,
@@ -69,7 +75,7 @@ enum {
 };
 static const char *const op_names[] = {"async",        "sync-up",    "exit-sync", "boost",
                                        "timer-cancel", "timer-full", "wait-full", "cancel-re",
-                                       "drain",        "cancel",     "destroy"};
+                                       "fork",         "drain",      "cancel",    "destroy"};
 
 typedef struct {
   int ops[3];
@@ -117,6 +123,11 @@ static const scenario scenarios[] = {
     S3(ASYNC, DRAIN, CANCEL_RE, false),
     S2(DESTROY, CANCEL_RE, false),
     S3(TIMER_FULL, DESTROY, CANCEL_RE, true),
+    S2(FORK, DRAIN, false),
+    S2(FORK, CANCEL, false),
+    S2(FORK, DESTROY, false),
+    S3(FORK, SYNC_UP, CANCEL, false),
+    S3(FORK, DRAIN, CANCEL, false),
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
@@ -193,6 +204,22 @@ static void discard_re(lanepool_fn fn, void *ctx, void *arg) {
   if (rc != EDEADLK) fail_extra("lanepool_destroy in the discard callback", rc, EDEADLK);
 }
 
+/* The child of a fork: one thread, no scheduler. 0 if every answer is documented. */
+static int fork_child_checks(void) {
+  lanepool__inject_set_scheduler(NULL);
+  int rc = lanepool_destroy(pool); /* a stale pointer is only compared */
+  if (rc == EINVAL) return 0;      /* gone (or being destroyed) at the fork */
+  if (rc != EOWNERDEAD) return 10;
+  if (lanepool_lane_async(lane_a, task_fn, id_ctx(0)) != EOWNERDEAD) return 11;
+  if (lanepool_lane_sync_flags(lane_b, task_fn, id_ctx(0), LANEPOOL_SYNC_QUEUED) != EOWNERDEAD)
+    return 12;
+  lanepool_boost_t b;
+  if (lanepool_lane_boost_begin(lane_b, LANEPOOL_QOS_USER_INTERACTIVE, &b) != EOWNERDEAD) return 13;
+  if (lanepool_lane_async_after(lane_a, 0, task_fn, id_ctx(0), NULL) != EOWNERDEAD) return 14;
+  if (lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL) != EOWNERDEAD) return 15;
+  return 0;
+}
+
 /* The gate, then the ring filled behind it (hard capacity: EAGAIN once full). */
 static void fill_default_lane(int id) {
   if (lanepool_lane_async(lane_a, gate_fn, id_ctx(id)) == 0) atomic_store(&accepted[id], 1);
@@ -265,6 +292,18 @@ static void *op_thread(void *p) {
       op_rc[idx] = lanepool_lane_async_wait(lane_a, task_fn, id_ctx(id + 3), UINT64_MAX);
     if (op_rc[idx] == 0) atomic_store(&accepted[id + 3], 1);
     break;
+  case OP_FORK: {
+    atomic_store(&entered[idx], 1);
+    pid_t pid = fork();
+    if (pid == 0) _exit(fork_child_checks());
+    if (pid < 0) abort();
+    int status = 0;
+    sched_point(LANEPOOL__AT_BLOCK);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    sched_point(LANEPOOL__AT_RESUME);
+    op_rc[idx] = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+    break;
+  }
   case OP_CANCEL_RE:
     atomic_store(&entered[idx], 1);
     op_rc[idx] = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_re, NULL);
@@ -401,6 +440,9 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     case OP_SYNC_UP:
     case OP_EXIT_SYNC:
       ok = rc_in(rc, 0, ESHUTDOWN, ECANCELED);
+      break;
+    case OP_FORK:
+      ok = rc == 0; /* the child's verdict: 0, or the check that failed (10...) */
       break;
     case OP_DRAIN:
     case OP_CANCEL:
