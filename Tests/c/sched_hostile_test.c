@@ -29,7 +29,10 @@
  * destroy the pool checks after the cleanup shutdown that no boost is left on the
  * utility lane (boost_waiting all 0, boost_band its own).
  * Blind spot: band.c has no injection points, so the scheduler never switches inside a
- * boost (Tests/c/hostile_boost.c holds a thread there with a syscall wrapper instead).
+ * boost. Built with -DHOSTILE_WRAP_SYSCALL -Wl,--wrap=syscall, a point follows every
+ * sched_setattr (the boost's renice): then sync-up+destroy and boost+destroy find the use
+ * after free of a boost that destroy does not wait for (with ASan; Tests/c/hostile_boost.c
+ * holds a thread there deterministically).
  *
  * Build (as sched_test in .ci/run):
  *   cc -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread -DLANEPOOL_TEST_INJECT -Iinclude
@@ -144,6 +147,30 @@ static void scenario_name(const scenario *sc, char *out, size_t cap) {
     snprintf(out + len, cap - len, "%s%s", i ? "+" : "", op_names[sc->ops[i]]);
   }
 }
+
+/* -DHOSTILE_WRAP_SYSCALL with -Wl,--wrap=syscall: a scheduling point right after every
+ * sched_setattr (band.c renices a lane through syscall(2)), so that the scheduler can
+ * switch inside a boost, where band.c has no point of its own. The point is reached
+ * under the lane's boost_lock: a thread that then needs the lock waits for the watchdog. */
+#ifdef HOSTILE_WRAP_SYSCALL
+#include <stdarg.h>
+#include <sys/syscall.h>
+long __real_syscall(long n, ...);
+long __wrap_syscall(long n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  long a[6];
+  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+  va_end(ap);
+  long r = __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if (n == SYS_sched_setattr) {
+    int e = errno;
+    sched_point(LANEPOOL__AT_STATE);
+    errno = e;
+  }
+  return r;
+}
+#endif
 
 /* ---- one run's books ---------------------------------------------------------- */
 
