@@ -12,7 +12,7 @@
  *   clang -std=gnu11 -g -O1 -pthread -fsanitize=address,undefined -fno-sanitize-recover=all
  *     -Iinclude -ISources/CLanePool -Wl,--wrap=syscall Tests/c/hostile_boost.c
  *     Sources/CLanePool/(every .c) -o /tmp/hostile_boost
- *   /tmp/hostile_boost CASE     CASE: stale-tid | log-destroy | sync-refused-destroy |
+ *   /tmp/hostile_boost CASE     CASE: stale-tid | exit-window | log-destroy | sync-refused-destroy |
  *                               sync-boost-destroy | boost-end-destroy
  *
  * Cases:
@@ -23,6 +23,9 @@
  *    documented, but on its way boosts and then "restores" the lane's thread id: the
  *    unrelated thread is left at the background band's policy (SCHED_BATCH, nice 10).
  *    lanepool_lane_boost_begin/end on such a lane does the same.
+ *  exit-window: a task ends its lane's thread (pthread_exit); until the successor thread
+ *    has stored its own id, the lane still names the ended one: a boost in that window
+ *    renices a thread id that no longer exists (or, reused, someone else's).
  *  sync-refused-destroy: a sync (default band onto the background lane) that is refused
  *    because the pool is shut down drops its boost after lanepool__call_leave: a destroy
  *    called while that sync is in flight does not wait for it and frees the lane under
@@ -54,10 +57,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 /* ---- the syscall wrapper ------------------------------------------------------- */
 
@@ -68,12 +73,33 @@ static _Atomic int hold_skip;    /* ... after letting this many through */
 static _Atomic int held;         /* 1 while held */
 static _Atomic int release_held; /* main: go on */
 
+/* exit-window: the successor of a lane thread that ended, held at its gettid (before
+ * it stores its thread id in the lane), and the targets of every sched_setattr. */
+static char succ_name[16];
+static _Atomic pid_t succ_not; /* the exited thread's id: not the successor */
+static _Atomic int succ_armed, succ_held, succ_release;
+static _Atomic pid_t setattr_target[16];
+static _Atomic int setattr_count;
+
 long __wrap_syscall(long n, ...) {
   va_list ap;
   va_start(ap, n);
   long a[6];
   for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
   va_end(ap);
+  if (n == SYS_sched_setattr) {
+    int k = atomic_fetch_add(&setattr_count, 1);
+    if (k < 16) atomic_store(&setattr_target[k], (pid_t)a[0]);
+  }
+  if (n == SYS_gettid && atomic_load(&succ_armed)) {
+    char name[16] = "";
+    (void)prctl(PR_GET_NAME, name, 0, 0, 0);
+    if (!strcmp(name, succ_name) && (pid_t)__real_syscall(SYS_gettid) != atomic_load(&succ_not) &&
+        atomic_exchange(&succ_armed, 0)) {
+      atomic_store(&succ_held, 1);
+      while (!atomic_load(&succ_release)) sched_yield();
+    }
+  }
   if (n == SYS_sched_setattr && atomic_load(&hold_tid) == (pid_t)__real_syscall(SYS_gettid)) {
     if (atomic_fetch_sub(&hold_skip, 1) <= 0) {
       atomic_store(&hold_tid, 0);
@@ -295,10 +321,68 @@ static int case_log_destroy(void) {
   return 0;
 }
 
+/* ---- exit-window ------------------------------------------------------------- */
+
+static void exit_task(void *ctx) {
+  (void)ctx;
+  pthread_exit(NULL);
+}
+
+static bool thread_alive(pid_t tid) {
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+  return stat(path, &st) == 0;
+}
+
+static int case_exit_window(void) {
+  lanepool_t *pool = make_pool();
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_lane_info_t info;
+  if (lanepool_lane_info(bg, &info)) abort();
+  pid_t old = info.tid;
+  memcpy(succ_name, info.thread_name, sizeof succ_name);
+  atomic_store(&succ_not, old);
+  atomic_store(&succ_armed, 1);
+  if (lanepool_lane_async(bg, exit_task, NULL)) abort();
+  wait_for(&succ_held);
+  for (long i = 0; thread_alive(old); i++) {
+    if (i > 20000000) {
+      fprintf(stderr, "FAIL: the lane's first thread never exited\n");
+      return 2;
+    }
+    sched_yield();
+  }
+  printf("lane thread %d ended (pthread_exit in a task); its successor is not running yet\n",
+         (int)old);
+  atomic_store(&setattr_count, 0);
+  lanepool_boost_t b;
+  if (lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b)) abort();
+  int n = atomic_load(&setattr_count);
+  bool stale = false;
+  for (int k = 0; k < n && k < 16; k++) {
+    pid_t t = atomic_load(&setattr_target[k]);
+    printf("boost: sched_setattr on tid %d (%s)\n", (int)t,
+           t == old ? "the thread that ended" : "other");
+    stale |= t == old;
+  }
+  (void)lanepool_lane_boost_end(&b);
+  atomic_store(&succ_release, 1);
+  if (lanepool_destroy(pool)) abort();
+  if (stale) {
+    printf("FAIL: the boost went to the id of a thread that had ended (a reused id would be "
+           "reniced: see stale-tid)\n");
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "stale-tid")) return case_stale_tid();
   if (!strcmp(c, "log-destroy")) return case_log_destroy();
+  if (!strcmp(c, "exit-window")) return case_exit_window();
   /* refused sync: boost_update (1st setattr, before the push), push ESHUTDOWN, then
    * boost_leave after call_leave: hold the 2nd. */
   if (!strcmp(c, "sync-refused-destroy"))
