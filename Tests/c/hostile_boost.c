@@ -239,8 +239,8 @@ static void *sync_waiter(void *arg) {
 
 static void *boost_waiter(void *arg) {
   (void)arg;
-  atomic_store(&waiter_tid, gettid_());
   if (lanepool_lane_boost_begin(target, LANEPOOL_QOS_USER_INTERACTIVE, &waiter_boost)) abort();
+  atomic_store(&waiter_tid, gettid_()); /* after begin: only boost_end is held */
   while (atomic_load(&hold_tid) != gettid_()) sched_yield(); /* armed */
   atomic_store(&waiter_rc, lanepool_lane_boost_end(&waiter_boost));
   return NULL;
