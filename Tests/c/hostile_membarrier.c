@@ -14,8 +14,8 @@
  * on into a pool it saw open while destroy saw no call and frees it. Counted over N
  * rounds.
  * Part 2 (library): with syscall wrapped at link time, the destroy-time membarrier fails
- * (ENOMEM); destroy goes on (returns 0) on the local fence, and later calls still take
- * the cheap path (lanepool__calls_cheap is still 1).
+ * (ENOMEM). FAIL if destroy then goes on (returns 0) on a local fence only, callers still
+ * on the cheap path (14a7fcc); PASS if it issues MEMBARRIER_CMD_GLOBAL instead (or stops).
  *
  * Build (from the repository root):
  *   cc -std=gnu11 -O2 -g -pthread -Iinclude -ISources/CLanePool -Wl,--wrap=syscall
@@ -37,7 +37,7 @@
 #include <sys/syscall.h>
 
 long __real_syscall(long n, ...);
-static _Atomic int fail_membarrier, membarrier_failed;
+static _Atomic int fail_membarrier, membarrier_failed, global_barriers;
 
 long __wrap_syscall(long n, ...) {
   va_list ap;
@@ -45,6 +45,7 @@ long __wrap_syscall(long n, ...) {
   long a[6];
   for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
   va_end(ap);
+  if (n == SYS_membarrier && a[0] == MEMBARRIER_CMD_GLOBAL) atomic_fetch_add(&global_barriers, 1);
   if (n == SYS_membarrier && a[0] == MEMBARRIER_CMD_PRIVATE_EXPEDITED &&
       atomic_load(&fail_membarrier)) {
     atomic_fetch_add(&membarrier_failed, 1);
@@ -119,7 +120,10 @@ int main(int argc, char **argv) {
   int rc = lanepool_destroy(pool);
   printf("part 2: destroy with the membarrier failing (%d times): %d; calls still cheap: %d\n",
          atomic_load(&membarrier_failed), rc, (int)lanepool__calls_cheap);
-  bool bad = lanepool__calls_cheap && atomic_load(&membarrier_failed) > 0 && rc == 0;
+  printf("part 2: MEMBARRIER_CMD_GLOBAL issued instead: %d\n", atomic_load(&global_barriers));
+  /* Sound: a global barrier instead (or a stop). Unsound: a local fence only. */
+  bool bad = lanepool__calls_cheap && atomic_load(&membarrier_failed) > 0 && rc == 0 &&
+             atomic_load(&global_barriers) == 0;
   printf("%s\n", bad ? (both_zero ? "FAIL: destroy relied on a local fence that this machine "
                                     "shows does not order the callers' relaxed stores"
                                   : "FAIL (part 2): destroy went on on a local fence")
