@@ -124,7 +124,7 @@ static const scenario scenarios[] = {
     S2(ASYNC, CANCEL_RE, false),
     S2(SYNC_UP, CANCEL_RE, false),
     S3(ASYNC, DRAIN, CANCEL_RE, false),
-    S2(DESTROY, CANCEL_RE, false),
+    S3(ASYNC, DESTROY, CANCEL_RE, false),
     S3(TIMER_FULL, DESTROY, CANCEL_RE, true),
     S2(FORK, DRAIN, false),
     S2(FORK, CANCEL, false),
