@@ -314,8 +314,11 @@ int lanepool_destroy(lanepool_t *pool) {
   size_t at = registry_len;
   for (size_t i = 0; i < registry_len && at == registry_len; i++)
     if (registry[i] == pool) at = i;
+  /* Not listed: never created, destroyed, or being destroyed. A caller that belongs to
+   * the pool (its lane, its timer thread, its discard callback) proves the last: its
+   * pool is live, and the answer is the documented EDEADLK (a pointer compare only). */
   if (at == registry_len)
-    rc = EINVAL;
+    rc = lanepool__pool_thread == pool || lanepool__in_callback == pool ? EDEADLK : EINVAL;
   else if (lanepool__forked(pool->generation))
     rc = EOWNERDEAD;
   else if (pool->is_default)

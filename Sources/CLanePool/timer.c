@@ -209,6 +209,7 @@ static void *timer_main(void *arg) {
       /* No room (hard capacity) or no memory: the timer stays in the heap, cancellable;
        * try again shortly, without the lock. */
       pthread_mutex_unlock(&t->lock);
+      LANEPOOL_INJECT(LANEPOOL__AT_SPIN); /* waits for the lane: pass the turn on */
       usleep(100);
       LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
       pthread_mutex_lock(&t->lock);
