@@ -318,7 +318,10 @@ int lanepool_destroy(lanepool_t *pool) {
    * the pool (its lane, its timer thread, its discard callback) proves the last: its
    * pool is live, and the answer is the documented EDEADLK (a pointer compare only). */
   if (at == registry_len)
-    rc = lanepool__pool_thread == pool || lanepool__in_callback == pool ? EDEADLK : EINVAL;
+    rc = lanepool__pool_thread == pool || lanepool__in_callback == pool ||
+                 lanepool__chain_holds_pool(pool)
+             ? EDEADLK
+             : EINVAL;
   else if (lanepool__forked(pool->generation))
     rc = EOWNERDEAD;
   else if (pool->is_default)
