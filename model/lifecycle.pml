@@ -27,6 +27,8 @@
  *   3: the drain closes the timers without a second balance
  *   4: destroy does not wait for the calls under way
  *   5: the timer thread does not report the fire to a draining driver
+ *   6: a queued sync's escalation touches the lane outside its call (the boost dropped
+ *      after the answer, or after a refused push, with no call under way)
  */
 #ifndef BROKEN
 #define BROKEN 0
@@ -252,16 +254,31 @@ proctype Async(byte me; bool cont; byte k) {
   ended++
 }
 
-/* lanepool_lane_sync, queued: returns once its task ran or was discarded */
+/* lanepool_lane_sync, queued: returns once its task ran or was discarded. With
+ * escalation it touches the lane before its push (the waiter's band counted, the boost
+ * applied) and after the answer or a refused push (the boost dropped): one call spans
+ * all of it, so destroy waits for the last touch (BROKEN 6: the call only around the
+ * push and its wake, as before the hostile review's third pass). */
 proctype Sync(byte me) {
   byte id;
   bool ok;
+#if BROKEN == 6
+  TOUCH; /* the boost counted before the call began */
   atomic { enter(me); new_task(id, K_NOTHING) }
+#else
+  atomic { enter(me); new_task(id, K_NOTHING) }
+  TOUCH; /* boost_join, boost_update */
+#endif
   lane_push(id, false, ok);
-  if
-  :: ok -> wake(); leave(me); (status[id] == T_RAN || status[id] == T_DISCARDED)
-  :: else -> leave(me)
-  fi;
+  if :: ok -> wake() :: else -> skip fi;
+#if BROKEN == 6
+  leave(me);
+#endif
+  if :: ok -> (status[id] == T_RAN || status[id] == T_DISCARDED) :: else -> skip fi;
+  TOUCH; /* boost_leave: after the answer, or after a refused push */
+#if BROKEN != 6
+  leave(me);
+#endif
   ended++
 }
 
