@@ -81,12 +81,15 @@ private final class WindowRound: Sendable {
     pushing.store(true, ordering: .releasing)
     switch job {
     case .actorOnLane:
+      // The first call is the window's job; the next ones come once the lanes refuse
+      // (the fallback runs them).
       Task.detached { [self] in
-        await stepper.step()
+        for _ in 0..<3 { await stepper.step() }
         resumed.add(1, ordering: .releasing)
       }
     case .taskPreferringThePool:
       Task.detached(executorPreference: pool) { [self] in
+        for _ in 0..<3 { await Task.yield() }
         resumed.add(1, ordering: .releasing)
       }
     }
