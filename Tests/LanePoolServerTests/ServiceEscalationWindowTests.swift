@@ -19,7 +19,9 @@
 //   swift test -Xcc -DLANEPOOL_TEST_INJECT --scratch-path .build-inject \
 //     --filter ServiceEscalationWindowTests
 //
-// LANEPOOL_SCENARIO_SEEDS sets the number of rounds (default 20). Not in CI: the inject
+// LANEPOOL_SCENARIO_SEEDS sets the number of rounds (default 20); LANEPOOL_WINDOW_BALANCE=1
+// sends the job at the drain's second balance instead of its first (main's drain checks
+// twice, the second after the timers closed; 75ec2b3's drain had only one). Not in CI: the inject
 // build is a second Swift build (5 minutes or more on 2 cores).
 
 import Foundation
@@ -56,6 +58,9 @@ private final class WindowRound: Sendable {
   let job: WindowJob
   let cancelGroup: @Sendable () -> Void
   let armed = Atomic<Bool>(true)
+  /// Which quiescence the job arrives at (main's drain checks twice; 75ec2b3's once).
+  let balance = Int(ProcessInfo.processInfo.environment["LANEPOOL_WINDOW_BALANCE"] ?? "") ?? 0
+  let balancesSeen = Atomic<Int>(0)
   let pushing = Atomic<Bool>(false)
   let escalated = Atomic<Bool>(false)
   let hookGaveUp = Atomic<Bool>(false)
@@ -71,7 +76,9 @@ private final class WindowRound: Sendable {
   /// On the drain's driver, the first time it finds the pool quiescent: send one job
   /// from outside, and hold the driver until the escalation has landed.
   func atQuiescence() {
-    guard pool.isShutDown, armed.exchange(false, ordering: .acquiringAndReleasing) else { return }
+    guard pool.isShutDown, balancesSeen.add(1, ordering: .relaxed).newValue == balance + 1,
+      armed.exchange(false, ordering: .acquiringAndReleasing)
+    else { return }
     // Every lane parked on its futex: none can take the job before its wake.
     let lanes = pool.allLanes
     guard poll({ lanes.allSatisfy { lp_test_lane_parked(UnsafeRawPointer($0.raw), $0.info.threadID) == 1 } }) else {
