@@ -104,7 +104,7 @@ let package = Package(
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
     // Raw syscalls the tests use to check LanePool independently of its own code.
-    .target(name: "LanePoolTestSupport", path: "Tests/LanePoolTestSupport"),
+    .target(name: "LanePoolTestSupport", dependencies: ["CLanePool"], path: "Tests/LanePoolTestSupport"),
     .testTarget(
       name: "LanePoolTests",
       dependencies: ["LanePool", "LanePoolDispatch", "CLanePool", "LanePoolTestSupport"],

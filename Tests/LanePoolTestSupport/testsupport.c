@@ -5,6 +5,8 @@
 #include <grp.h>
 #include <malloc.h>
 #include <sched.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -52,13 +54,43 @@ size_t lp_test_heap_in_use(void) {
 
 int lp_test_gettid(void) { return (int)syscall(SYS_gettid); }
 #ifdef LANEPOOL_TEST_INJECT
-/* Declared in Sources/CLanePool/inject.h, which is not part of the public header. */
-void lanepool__inject_configure(uint64_t seed, uint32_t sleep_us);
-uint64_t lanepool__inject_hits(int point);
+/* The core's internals (inject.h's hook, the pool's state word): test builds only. */
+#include "../../Sources/CLanePool/internal.h"
+_Static_assert(LP_TEST_AT_WAKE == LANEPOOL__AT_WAKE, "inject point numbers moved");
+_Static_assert(LP_TEST_AT_QUIESCENT == LANEPOOL__AT_QUIESCENT, "inject point numbers moved");
 
 int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us) {
   lanepool__inject_configure(seed, sleep_us);
   return 1;
+}
+
+static void (*swift_hook)(int);
+static void call_swift_hook(int point, void *arg) {
+  (void)arg;
+  swift_hook(point);
+}
+int lp_test_inject_set_hook(void (*hook)(int point)) {
+  lanepool__inject_set_hook(NULL, NULL);
+  swift_hook = hook;
+  if (hook) lanepool__inject_set_hook(call_swift_hook, NULL);
+  return 1;
+}
+
+int lp_test_pool_cancelling(const void *pool) {
+  return atomic_load(&((const lanepool_t *)pool)->state) == LANEPOOL__LIFE_CANCELLING;
+}
+
+int lp_test_lane_parked(const void *lane, int tid) {
+  if (atomic_load(&((const lanepool_lane_t *)lane)->sleeping) != 1) return 0; /* PARKED */
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *close = strrchr(buf, ')');
+  return close && close[1] == ' ' && close[2] == 'S';
 }
 
 uint64_t lp_test_inject_hits_total(void) {
@@ -74,4 +106,20 @@ int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us) {
 }
 
 uint64_t lp_test_inject_hits_total(void) { return 0; }
+
+int lp_test_inject_set_hook(void (*hook)(int point)) {
+  (void)hook;
+  return 0;
+}
+
+int lp_test_pool_cancelling(const void *pool) {
+  (void)pool;
+  return 0;
+}
+
+int lp_test_lane_parked(const void *lane, int tid) {
+  (void)lane;
+  (void)tid;
+  return 0;
+}
 #endif

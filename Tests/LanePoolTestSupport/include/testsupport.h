@@ -30,4 +30,16 @@ int lp_test_gettid(void);
 int lp_test_inject_configure(uint64_t seed, uint32_t sleep_us);
 /** Points reached with injection on since the last configure (0 when not built in). */
 uint64_t lp_test_inject_hits_total(void);
+/** The core's inject points a Swift hook can stop a thread at (inject.h's numbers). */
+enum { LP_TEST_AT_WAKE = 3, LP_TEST_AT_QUIESCENT = 11 };
+/** A test hook on the core's inject points (lanepool__inject_set_hook): `hook` is called
+ * by every thread that reaches a point while it is set; NULL removes it. Returns 1 if the
+ * points are built in (-DLANEPOOL_TEST_INJECT), 0 if not (then it does nothing). */
+int lp_test_inject_set_hook(void (*hook)(int point));
+/** 1 when `pool` (a lanepool_t *) is CANCELLING: a cancel started it or escalated its
+ * drain, and the drain has not ended (test builds only; 0 when not built in). */
+int lp_test_pool_cancelling(const void *pool);
+/** 1 when `lane` (a lanepool_lane_t *) is parked on its futex: its word says PARKED and
+ * its thread `tid` is blocked (test builds only; 0 when not built in). */
+int lp_test_lane_parked(const void *lane, int tid);
 #endif
