@@ -34,6 +34,19 @@ extension LanePool {
   ///   ``LanePoolError/wouldDeadlock`` (called from one of this pool's lanes).
   @discardableResult
   public func shutdown(discardingQueued: Bool) throws(LanePoolError) -> Int {
+    try stop(discardingQueued: discardingQueued).discarded
+  }
+
+  /// A cancelling shutdown that also says whether it cancelled anything: false when a
+  /// shutdown already under way could no longer be turned into a cancel (a drain that
+  /// had committed, or a shutdown that had finished: everything ran). For
+  /// LanePoolService's log line.
+  package func cancelUnlessDrained() throws(LanePoolError) -> (discarded: Int, cancelled: Bool) {
+    let r = try stop(discardingQueued: true)
+    return (r.discarded, r.rc == 0)
+  }
+
+  private func stop(discardingQueued: Bool) throws(LanePoolError) -> (discarded: Int, rc: Int32) {
     let discards = Discards(pool: self)
     let rc = withExtendedLifetime(discards) {
       lanepool_shutdown(
@@ -46,7 +59,7 @@ extension LanePool {
       // Every lane thread has exited: the fallback may run the jobs it holds.
       releaseLanes()
       core.fallback.open()
-      return discards.count.load(ordering: .acquiring)
+      return (discards.count.load(ordering: .acquiring), rc)
     case Errno.EOWNERDEAD:
       core.fallback.open()  // a fork child: the pool has no threads here
       throw .forked

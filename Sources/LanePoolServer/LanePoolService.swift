@@ -116,9 +116,16 @@
       } onCancel: {
         escalation.start(pool)
       }
-      if let discarded = await escalation.result() {
+      switch await escalation.result() {
+      case .some((let discarded, true)):
         logger.notice("lanepool cancelled while draining", metadata: summary(discarded: discarded))
         throw CancellationError()
+      case .some((_, false)):
+        // The cancel came after the drain had committed: everything ran.
+        logger.info("lanepool shut down gracefully", metadata: summary(discarded: 0))
+        throw CancellationError()
+      case nil:
+        break
       }
       logger.info("lanepool shut down gracefully", metadata: summary(discarded: 0))
     }
@@ -240,8 +247,8 @@
     // @unchecked: every field is guarded by `lock`.
     private let lock = NSLock()
     private var started = false
-    private var discarded: Int?
-    private var waiter: CheckedContinuation<Int?, Never>?
+    private var outcome: (discarded: Int, cancelled: Bool)?
+    private var waiter: CheckedContinuation<(discarded: Int, cancelled: Bool)?, Never>?
 
     func start(_ pool: LanePool) {
       lock.lock()
@@ -252,24 +259,25 @@
       started = true
       lock.unlock()
       Thread {
-        let n = (try? pool.shutdown(discardingQueued: true)) ?? 0
+        let r = (try? pool.cancelUnlessDrained()) ?? (0, true)
         self.lock.lock()
-        self.discarded = n
+        self.outcome = r
         let w = self.waiter
         self.waiter = nil
         self.lock.unlock()
-        w?.resume(returning: n)
+        w?.resume(returning: r)
       }.start()
     }
 
-    /// nil if no escalation started; otherwise waits for it and returns its count.
-    func result() async -> Int? {
-      await withCheckedContinuation { (c: CheckedContinuation<Int?, Never>) in
+    /// nil if no escalation started; otherwise waits for it and returns its count, and
+    /// whether it cancelled (false: the drain had committed and ran everything).
+    func result() async -> (discarded: Int, cancelled: Bool)? {
+      await withCheckedContinuation { (c: CheckedContinuation<(discarded: Int, cancelled: Bool)?, Never>) in
         lock.lock()
-        if !started || discarded != nil {
-          let n = discarded
+        if !started || outcome != nil {
+          let r = outcome
           lock.unlock()
-          c.resume(returning: n)
+          c.resume(returning: r)
           return
         }
         waiter = c
