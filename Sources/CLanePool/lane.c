@@ -1331,33 +1331,41 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   return lanepool_lane_sync_flags(lane, fn, ctx, 0);
 }
 
-static int lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
+static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
 
-/* A call under way from the first touch of the lane (its escalation counts, the
- * borrow) to the last (the boost's drop after the answer): destroy waits for it
- * (calls.c). A queued sync is answered by the drain or the cancel before destroy
- * waits for calls, so the wait is short. */
+/* Registered calls (calls.c), so that destroy waits for them: the borrow, and a queued
+ * sync from its first touch of the lane (its escalation counts) to its last (the
+ * boost's drop after the answer or a refused push). A queued sync is answered by the
+ * drain or the cancel before destroy waits for calls, so that wait is short. An inline
+ * run is no call: the lane, lent, cannot exit, and the join waits for its give-back
+ * (the borrowers count); and its closure may unwind (an exception, pthread_exit),
+ * which would leave a call record set. */
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
     return EINVAL;
   /* This lane, or one the chain of syncs that led here holds: it would wait for itself. */
   if (chain_holds(lane)) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  const void *outer = lanepool__call_enter(lane);
-  int rc = lane_sync(lane, fn, ctx, flags);
-  lanepool__call_leave(outer);
-  return rc;
-}
-
-static int lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
    * the closure on this lane's thread instead, so that shutting that other pool down
    * from inside the closure is still EDEADLK. */
   bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
-  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign && lane_borrow(lane)) {
-    run_inline(lane, fn, ctx);
-    return 0;
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign) {
+    const void *outer = lanepool__call_enter(lane);
+    bool lent = lane_borrow(lane);
+    lanepool__call_leave(outer);
+    if (lent) {
+      run_inline(lane, fn, ctx);
+      return 0;
+    }
   }
+  const void *outer = lanepool__call_enter(lane);
+  int rc = sync_queued(lane, fn, ctx, flags);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   lanepool__held mine = {lanepool__current, held_above};
   lanepool__sync s = {
       .fn = fn, .ctx = ctx, .chain = lanepool__current ? &mine : held_above, .lane = lane};
