@@ -276,6 +276,19 @@ static bool wait_for_sched(pid_t tid, int nice, int policy) {
   return false;
 }
 
+/* true once the lane holds `n` queued tasks (the blocker running is not queued); a cap
+ * of 10 s. A waiter's boost comes before its push, so seeing the boost does not mean
+ * its task is queued yet. */
+static bool wait_for_depth(lanepool_lane_t *lane, uint64_t n) {
+  for (int i = 0; i < 10000; i++) {
+    lanepool_lane_info_t info;
+    if (lanepool_lane_info(lane, &info) == 0 && info.depth == n) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
 typedef struct {
   int nice, policy;
 } seen_t;
@@ -413,6 +426,7 @@ static void test_escalate_busy_lane(void) {
   /* While the waiter waits behind the blocker: the lane runs at its band (/proc). */
   CHECK(wait_for_sched(tid, boosted_nice(0), SCHED_OTHER));
   CHECK(atomic_load(&bg->boost_waiting[0]) == 1);
+  CHECK(wait_for_depth(bg, BEFORE + 1)); /* the sync's task is queued behind BEFORE */
   /* Work queued after the sync: FIFO is unchanged (it runs after, at the lane's band). */
   for (int i = 0; i < AFTER; i++)
     CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)(BEFORE + i)), 0);
@@ -560,6 +574,7 @@ static void test_escalate_cancelled(void) {
   pthread_t th, opener;
   pthread_create(&th, NULL, waiter_thread, &w);
   CHECK(wait_for_sched(tid, boosted_nice(1), SCHED_OTHER));
+  CHECK(wait_for_depth(bg, 1)); /* the sync's task queued: the cancel answers it */
   /* The shutdown waits for the blocker, which a second thread ends a little later. */
   pthread_create(&opener, NULL, cancel_soon, NULL);
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_none, NULL), 0);
