@@ -893,8 +893,11 @@ static void lane_loop(lanepool_lane_t *lane) {
        * watched sibling. Stuck with band work at its head (a job blocked waiting for
        * what it queued), one task is taken from it before the next of this lane's own:
        * band work does not wait behind a blocked lane even when no lane of its band
-       * is idle. (Spins and the lookout cover the idle case.) */
+       * is idle. (Spins and the lookout cover the idle case.) Only while the band
+       * carries band work (its mark, a relaxed read): lane-bound work alone, as from a
+       * producer feeding lanes, never pays the clock read and the sibling's lines. */
       if ((executed & (LANEPOOL__BUSY_LOOK - 1)) == 0 && pool->lanes_per_band > 1 &&
+          atomic_load_explicit(&pool->watch[lane->band].band_work, memory_order_relaxed) &&
           stuck_with_stealable(lane, lanepool__now_ns()))
         lane->steal_now = true;
       continue;
