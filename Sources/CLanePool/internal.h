@@ -108,6 +108,11 @@ struct lanepool_lane {
    * the joiner follows the chain. [thread_lock] */
   pthread_mutex_t thread_lock;
   pthread_t thread;
+  /* The thread the joiner has read from `thread` and joins now (join_claimed). A thread a
+   * task ends detaches itself unless it is that one, so every thread of the chain is
+   * joined or detached exactly once. [thread_lock] */
+  pthread_t join_claim;
+  bool join_claimed;
 
   /* ---- the ring: tail (producers) and head (consumer) on their own lines ---- */
   lanepool__ring ring;

@@ -951,6 +951,12 @@ static void thread_lost(void *arg) {
     abort();
   }
   lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
+  /* Nobody will join this thread unless the joiner already took it (it read `thread`
+   * before this update): otherwise it detaches itself, so its stack and descriptor are
+   * freed when it ends instead of kept until the process exits. Its last touch of the
+   * lane is the unlock below. */
+  if (!(lane->join_claimed && pthread_equal(lane->join_claim, pthread_self())))
+    pthread_detach(pthread_self());
   pthread_mutex_unlock(&lane->thread_lock);
 }
 
@@ -1004,17 +1010,21 @@ int lanepool__lane_start(lanepool_lane_t *lane) {
   return rc;
 }
 
-/* Joins the lane's thread and every successor it had. */
+/* Joins the lane's thread and every successor it had (a thread a task ended before this
+ * join read it has detached itself: see thread_lost). */
 void lanepool__lane_join(lanepool_lane_t *lane) {
   for (;;) {
     pthread_mutex_lock(&lane->thread_lock);
     pthread_t t = lane->thread;
+    lane->join_claim = t; /* t, if a task ends it, leaves itself to this join */
+    lane->join_claimed = true;
     pthread_mutex_unlock(&lane->thread_lock);
     LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
     LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
     pthread_join(t, NULL);
     LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
     pthread_mutex_lock(&lane->thread_lock);
+    lane->join_claimed = false; /* a later thread may reuse t's id */
     bool same = pthread_equal(t, lane->thread);
     pthread_mutex_unlock(&lane->thread_lock);
     if (same) break;
