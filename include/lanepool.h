@@ -668,9 +668,10 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * order (FIFO never changes). Then the lane returns to the highest band still waiting
  * on it, or its own. A task on the lane sees the boost only in its thread's priority
  * (/proc, getpriority). Without CAP_SYS_NICE the kernel lets a thread lower its nice
- * only as far as RLIMIT_NICE allows: the boost then takes the waiter's policy (leaving
- * SCHED_BATCH is always allowed) and I/O priority and as much nice as permitted; the
- * pool logs one line the first time. Disabled per call by LANEPOOL_SYNC_NO_ESCALATION,
+ * only as far as RLIMIT_NICE allows: the boost then takes as much nice as permitted,
+ * with the waiter's policy and slice only if that nice is below the lane's own (at the
+ * lane's own nice they made the awaited work slower), and the waiter's I/O priority;
+ * the pool logs one line the first time. Disabled per call by LANEPOOL_SYNC_NO_ESCALATION,
  * for the process by the environment variable LANEPOOL_ESCALATION=0.
  */
 LANEPOOL_API int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx);

@@ -355,9 +355,18 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
     int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0)
+    int own_nice = (int)lane->applied.nice.got;
+    if (nice >= own_nice) {
+      /* No room under RLIMIT_NICE: the lane's CPU weight cannot grow. Its own policy and
+       * slice stay (the band's policy and short slice at the lane's nice made the awaited
+       * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
+       * priority below still applies. */
+      (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
+                            own_nice, lane->policy.slice_ns);
+    } else if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0) {
       (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                             p->slice_ns);
+    }
     uint32_t none = 0;
     if (err && pool->log &&
         atomic_compare_exchange_strong_explicit(&pool->boost_logged, &none, 1, memory_order_relaxed,

@@ -16,7 +16,7 @@ struct JobEscalationTests {
     recordChildVerdict(result)
   }
 
-  @Test("unprivileged (uid 65534, RLIMIT_NICE 0): the boost leaves SCHED_BATCH at nice 10, restored after")
+  @Test("unprivileged (uid 65534, RLIMIT_NICE 0): nice 10 and SCHED_BATCH kept, I/O priority raised, restored after")
   func unprivileged() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       guard lp_test_set_own_nice(0) == 0 else { reportVerdictAndExit("could not reset nice") }
@@ -48,18 +48,9 @@ private actor LaneActor {
     self.order = order
   }
   nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
-  func seen(note: Int? = nil) -> (nice: Int, policy: Int)? {
+  func seen(note: Int? = nil) -> SchedState? {
     if let note { order.withLock { $0.append(note) } }
-    return procSchedFields(tid: tid)
-  }
-}
-
-private struct Seen: Sendable {
-  let nice: Int
-  let policy: Int
-  init?(_ t: (nice: Int, policy: Int)?) {
-    guard let t else { return nil }
-    (nice, policy) = (t.nice, t.policy)
+    return schedState(tid: tid)
   }
 }
 
@@ -96,9 +87,12 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   }
   let bg = pool.queue(for: .background)
   let tid = bg.info.threadID
-  let own = (10, SCHED_BATCH_)
-  let boosted = (privileged ? -3 : 10, SCHED_OTHER_)  // userInitiated (TaskPriority.high, 25)
-  func at(_ want: (Int, Int)) -> Bool { procSchedFields(tid: tid).map { $0 == want } ?? false }
+  let own = SchedState(nice: 10, policy: SCHED_BATCH_, ioprio: ioprioValue(2, 7))
+  // userInitiated (TaskPriority.high, 25); without privilege only the I/O priority moves
+  // (nice cannot go below 10, and the lane keeps its policy and slice: priorities.md).
+  let boosted = SchedState(
+    nice: privileged ? -3 : 10, policy: privileged ? SCHED_OTHER_ : SCHED_BATCH_, ioprio: ioprioValue(2, 2))
+  func at(_ want: SchedState) -> Bool { schedState(tid: tid) == want }
   guard at(own) else { return "background lane not at 10 BATCH" }
   let order = Locked<[Int]>([])
   let actor = LaneActor(lane: bg, order: order)
@@ -118,22 +112,22 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   }
 
   // 1. An idle lane starts a high-priority job at once: not boosted, no system call.
-  guard case .success(let idle)? = wait(Task.detached(priority: .high) { Seen(await actor.seen()) }),
-    let idle, (idle.nice, idle.policy) == own
+  guard case .success(let idle)? = wait(Task.detached(priority: .high) { await actor.seen() }),
+    let idle, idle == own
   else { return "a high-priority job on an idle lane was boosted (or /proc unreadable)" }
 
   // 2. A busy lane: a high-priority actor job queued behind a closure boosts the lane
   //    (the closure ahead runs boosted too); FIFO holds: 1, the job (2), 3.
   if let e = holdLane() { return e }
   do { try bg.async { order.withLock { $0.append(1) } } } catch { return "async threw \(error)" }
-  let job = Task.detached(priority: .high) { Seen(await actor.seen(note: 2)) }
+  let job = Task.detached(priority: .high) { await actor.seen(note: 2) }
   guard eventually({ bg.info.depth == 2 }) else { return "the actor's job never reached the lane" }
   do { try bg.async { order.withLock { $0.append(3) } } } catch { return "async threw \(error)" }
   guard eventually({ at(boosted) }) else {
-    return "busy lane with a high-priority job queued: \(String(describing: procSchedFields(tid: tid)))"
+    return "busy lane with a high-priority job queued: \(String(describing: schedState(tid: tid)))"
   }
   gate.signal()
-  guard case .success(let inJob)? = wait(job), let inJob, (inJob.nice, inJob.policy) == boosted else {
+  guard case .success(let inJob)? = wait(job), let inJob, inJob == boosted else {
     return "the boosted job did not see the boost"
   }
   guard eventually({ at(own) && bg.info.depth == 0 }) else { return "not restored after the job ran" }
@@ -142,10 +136,10 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   // 3. Lane.run from a high-priority task while the lane is busy: boosted until the
   //    closure has run, restored by the lane.
   if let e = holdLane() { return e }
-  let run = Task.detached(priority: .high) { Seen(try await bg.run { procSchedFields(tid: tid) }) }
+  let run = Task.detached(priority: .high) { try await bg.run { schedState(tid: tid) } }
   guard eventually({ at(boosted) }) else { return "Lane.run on a busy lane did not boost it" }
   gate.signal()
-  guard case .success(let inRun)? = wait(run), let inRun, (inRun.nice, inRun.policy) == boosted else {
+  guard case .success(let inRun)? = wait(run), let inRun, inRun == boosted else {
     return "the run closure did not see the boost"
   }
   guard eventually({ at(own) }) else { return "not restored after Lane.run" }
@@ -164,13 +158,13 @@ func jobEscalationCheck(privileged: Bool) -> String? {
   // 5. A background run caller (the lane's band: no boost) escalated while it waits
   //    (as when a higher-priority task awaits it): the boost follows the escalation.
   if let e = holdLane() { return e }
-  let low = Task.detached(priority: .background) { Seen(try await bg.run { procSchedFields(tid: tid) }) }
+  let low = Task.detached(priority: .background) { try await bg.run { schedState(tid: tid) } }
   guard eventually({ bg.info.depth == 1 }) else { return "the low run closure never reached the lane" }
   guard at(own) else { return "a background run caller boosted a background lane" }
   low.escalatePriority(to: .high)
   guard eventually({ at(boosted) }) else { return "escalating the run caller did not boost the lane" }
   gate.signal()
-  guard case .success(let inLow)? = wait(low), let inLow, (inLow.nice, inLow.policy) == boosted else {
+  guard case .success(let inLow)? = wait(low), let inLow, inLow == boosted else {
     return "the escalated run closure did not see the boost"
   }
   guard eventually({ at(own) }) else { return "not restored after the escalated run" }
@@ -215,12 +209,13 @@ func jobEscalationDisabledCheck() -> String? {
     return "async threw \(error)"
   }
   started.wait()
-  let job = Task.detached(priority: .high) { Seen(await actor.seen()) }
-  let run = Task.detached(priority: .high) { Seen(try await bg.run { procSchedFields(tid: tid) }) }
+  let job = Task.detached(priority: .high) { await actor.seen() }
+  let run = Task.detached(priority: .high) { try await bg.run { schedState(tid: tid) } }
   guard eventually({ bg.info.depth == 2 }) else { return "the job and run closure never reached the lane" }
   gate.signal()
-  guard case .success(let a)? = wait(job), let a, (a.nice, a.policy) == (10, SCHED_BATCH_),
-    case .success(let b)? = wait(run), let b, (b.nice, b.policy) == (10, SCHED_BATCH_)
+  let own = SchedState(nice: 10, policy: SCHED_BATCH_, ioprio: ioprioValue(2, 7))
+  guard case .success(let a)? = wait(job), let a, a == own,
+    case .success(let b)? = wait(run), let b, b == own
   else { return "boosted with LANEPOOL_ESCALATION=0" }
   return nil
 }

@@ -15,6 +15,21 @@ func procSchedFields(tid: Int32) -> (nice: Int, policy: Int)? {
   return (nice, policy)
 }
 
+/// A thread's nice, policy (/proc) and I/O priority (ioprio_get): what a boost changes.
+/// Without privilege (RLIMIT_NICE 0) a boost of a lower lane changes only the I/O
+/// priority, so tests of escalation compare all three.
+struct SchedState: Equatable, Sendable, CustomStringConvertible {
+  var nice: Int
+  var policy: Int
+  var ioprio: Int
+  var description: String { "nice \(nice), policy \(policy), ioprio \(ioprio)" }
+}
+
+func schedState(tid: Int32) -> SchedState? {
+  guard let f = procSchedFields(tid: tid) else { return nil }
+  return SchedState(nice: f.nice, policy: f.policy, ioprio: Int(lp_test_ioprio_get(tid)))
+}
+
 let SCHED_OTHER_ = 0
 let SCHED_BATCH_ = 3
 let SCHED_IDLE_ = 5

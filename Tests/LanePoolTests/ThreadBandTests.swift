@@ -37,7 +37,7 @@ struct EscalationTests {
     recordChildVerdict(result)
   }
 
-  @Test("unprivileged: the boost leaves SCHED_BATCH at the lane's nice, one log line, restored after")
+  @Test("unprivileged: nice, policy, slice kept (RLIMIT_NICE 0), I/O priority raised, one log line, restored after")
   func unprivileged() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       guard lp_test_set_own_nice(0) == 0 else { reportVerdictAndExit("could not reset nice") }
@@ -60,20 +60,27 @@ func syncEscalationCheck(privileged: Bool) -> String? {
   }
   let bg = pool.queue(for: .background)
   let tid = bg.info.threadID
-  guard let own = procSchedFields(tid: tid), own == (10, SCHED_BATCH_) else { return "background lane not at 10 BATCH" }
-  let seen: (nice: Int, policy: Int)?
+  let own = SchedState(nice: 10, policy: SCHED_BATCH_, ioprio: ioprioValue(2, 7))
+  guard schedState(tid: tid) == own else { return "background lane not at 10 BATCH, BE 7" }
+  // Boosted: the band's nice and policy as root; without privilege (RLIMIT_NICE 0) nice
+  // cannot go below 10 and the lane keeps its policy and slice: the I/O priority moves.
+  func boosted(_ nice: Int, _ level: Int) -> SchedState {
+    SchedState(
+      nice: privileged ? nice : 10, policy: privileged ? SCHED_OTHER_ : SCHED_BATCH_, ioprio: ioprioValue(2, level))
+  }
+  let seen: SchedState?
   do {
     seen = try LanePool.withBand(.userInteractive) {
-      try bg.sync(onLaneThread: true) { procSchedFields(tid: tid) }
+      try bg.sync(onLaneThread: true) { schedState(tid: tid) }
     }
   } catch {
     return "sync threw \(error)"
   }
-  guard let seen, seen.nice == (privileged ? -5 : 10), seen.policy == SCHED_OTHER_ else {
+  guard seen == boosted(-5, 0) else {
     return "inside the sync the lane ran at \(String(describing: seen))"
   }
   // The lane leaves the boost before it answers the sync.
-  func restored() -> Bool { procSchedFields(tid: tid).map { $0 == (10, SCHED_BATCH_) } ?? false }
+  func restored() -> Bool { schedState(tid: tid) == own }
   guard restored() else { return "not restored" }
   // A wait LanePool does not see, that times out: boosted during it, restored after.
   let gate = DispatchSemaphore(value: 0)
@@ -87,12 +94,12 @@ func syncEscalationCheck(privileged: Bool) -> String? {
     return "async threw \(error)"
   }
   busy.wait()
-  let during = bg.withEscalation(to: .userInitiated) { () -> (nice: Int, policy: Int)? in
+  let during = bg.withEscalation(to: .userInitiated) { () -> SchedState? in
     _ = gate.wait(timeout: .now() + .milliseconds(5))  // times out: the lane is held up
-    return procSchedFields(tid: tid)
+    return schedState(tid: tid)
   }
   gate.signal()
-  guard let during, during.nice == (privileged ? -3 : 10), during.policy == SCHED_OTHER_ else {
+  guard during == boosted(-3, 2) else {
     return "withEscalation: the lane ran at \(String(describing: during))"
   }
   guard restored() else { return "not restored after withEscalation" }
@@ -121,7 +128,7 @@ func syncEscalationCheck(privileged: Bool) -> String? {
   waiter.start()
   var boostedSeen = false
   for _ in 0..<10_000 {
-    if let now = procSchedFields(tid: tid), now == ((privileged ? -5 : 10), SCHED_OTHER_) {
+    if schedState(tid: tid) == boosted(-5, 0) {
       boostedSeen = true
       break
     }
