@@ -166,7 +166,7 @@ struct ExecutorRoleTests {
     try await pool.shutdownGracefully()
   }
 
-  @Test("a task preferring an idle pool keeps its jobs on one lane (no hop per job)")
+  @Test("a task preferring an idle pool keeps its jobs on one lane (no hop per job but a steal)")
   func taskPreferringPoolKeepsItsLane() async throws {
     let pool = try LanePool(name: "roles4", lanesPerBand: 2)
     let names = await Task(executorPreference: pool, priority: .medium) {
@@ -177,7 +177,13 @@ struct ExecutorRoleTests {
       }
       return names
     }.value
-    #expect(Set(names).count == 1, "the task's jobs ran on: \(Set(names).sorted())")
+    // Each job is enqueued on the lane the task runs on (LANEPOOL_SUBMIT_LOCAL); it moves
+    // only when an idle sibling steals it, which it may when the lane was descheduled for
+    // a while (20 us) with the job at its head, as a loaded machine (a TSan run with
+    // parallel suites) does now and then. So every move must be a steal.
+    let moves = zip(names, names.dropFirst()).filter { $0 != $1 }.count
+    let stolen = pool.lanes(for: .default).reduce(0) { $0 + Int($1.info.tasksStolen) }
+    #expect(moves <= stolen, "the task's jobs moved \(moves) times with \(stolen) steals: \(Set(names).sorted())")
     #expect(!names.contains("off-pool"))
     try await pool.shutdownGracefully()
   }
