@@ -1224,6 +1224,12 @@ static void test_thread_limit_is_eagain_and_leaves_nothing(void) {
     lanepool_t *p = NULL;
     int rc = lanepool_create(&cfg, &p);
     if (rc != EAGAIN) _exit(6);
+    /* A joined thread can stay listed in /proc/self/task for a moment (seen in a slow
+     * QEMU guest): poll, up to 5 s, instead of racing it. */
+    for (int i = 0; i < 5000 && count_threads() != before; i++) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
     if (count_threads() != before) _exit(7);
     _exit(0);
   }
