@@ -325,6 +325,12 @@ static int pool_nice_floor(lanepool_t *pool) {
  * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
  * band achieves is thus learned once: privileges gained later are not tried for it,
  * and a task that changes its own thread's settings is not seen. */
+/* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
+static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
+  (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
+                        (int)lane->applied.nice.got, lane->policy.slice_ns);
+}
+
 static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
                         size_t log_len) {
   lanepool_t *pool = lane->pool;
@@ -332,8 +338,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
   LANEPOOL__TEST_POINT("boost_apply", lane, tid);
   if (band == lane->band) {
     const lanepool__applied *own = &lane->applied;
-    (void)boost_set_sched(lane, tid, (int)own->sched.got, lane->policy.rt_priority,
-                          (int)own->nice.got, lane->policy.slice_ns);
+    set_own_sched(lane, tid);
     if (own->ioprio.got >= 0) (void)boost_set_ioprio(lane, tid, (int)own->ioprio.got);
     errno = saved_errno;
     return;
@@ -355,14 +360,12 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
     int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    int own_nice = (int)lane->applied.nice.got;
-    if (nice >= own_nice) {
+    if (nice >= (int)lane->applied.nice.got) {
       /* No room under RLIMIT_NICE: the lane's CPU weight cannot grow. Its own policy and
        * slice stay (the band's policy and short slice at the lane's nice made the awaited
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
-      (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
-                            own_nice, lane->policy.slice_ns);
+      set_own_sched(lane, tid);
     } else if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0) {
       (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                             p->slice_ns);
