@@ -108,11 +108,14 @@ struct lanepool_lane {
    * the joiner follows the chain. [thread_lock] */
   pthread_mutex_t thread_lock;
   pthread_t thread;
-  /* The thread the joiner has read from `thread` and joins now (join_claimed). A thread a
-   * task ends detaches itself unless it is that one, so every thread of the chain is
-   * joined or detached exactly once. [thread_lock] */
-  pthread_t join_claim;
-  bool join_claimed;
+  /* Threads are told apart by generation, never by pthread_t: glibc hands a joined
+   * thread's descriptor (and so its pthread_t) to the next thread it creates.
+   * thread_gen counts the replacements of `thread`; join_claim is the generation + 1 of
+   * the thread the joiner has read and joins now, 0 for none. A thread a task ends
+   * detaches itself unless it is that one, so every thread of the chain is joined or
+   * detached exactly once. [thread_lock] */
+  uint64_t thread_gen;
+  uint64_t join_claim;
 
   /* ---- the ring: tail (producers) and head (consumer) on their own lines ---- */
   lanepool__ring ring;

@@ -950,13 +950,16 @@ static void thread_lost(void *arg) {
     (void)ignored;
     abort();
   }
+  /* This thread is the lane's current one (a successor runs a task only after this
+   * unlock), of generation thread_gen. */
+  uint64_t mine = lane->thread_gen;
   lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
+  lane->thread_gen = mine + 1;
   /* Nobody will join this thread unless the joiner already took it (it read `thread`
    * before this update): otherwise it detaches itself, so its stack and descriptor are
    * freed when it ends instead of kept until the process exits. Its last touch of the
    * lane is the unlock below. */
-  if (!(lane->join_claimed && pthread_equal(lane->join_claim, pthread_self())))
-    pthread_detach(pthread_self());
+  if (lane->join_claim != mine + 1) pthread_detach(pthread_self());
   pthread_mutex_unlock(&lane->thread_lock);
 }
 
@@ -1016,16 +1019,18 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
   for (;;) {
     pthread_mutex_lock(&lane->thread_lock);
     pthread_t t = lane->thread;
-    lane->join_claim = t; /* t, if a task ends it, leaves itself to this join */
-    lane->join_claimed = true;
+    uint64_t gen = lane->thread_gen;
+    lane->join_claim = gen + 1; /* t, if a task ends it, leaves itself to this join */
     pthread_mutex_unlock(&lane->thread_lock);
     LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
     LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
     pthread_join(t, NULL);
     LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
     pthread_mutex_lock(&lane->thread_lock);
-    lane->join_claimed = false; /* a later thread may reuse t's id */
-    bool same = pthread_equal(t, lane->thread);
+    lane->join_claim = 0;
+    /* By generation: a successor started since may have t's pthread_t (glibc reuses
+     * the descriptor of a joined thread), and must still be joined. */
+    bool same = lane->thread_gen == gen;
     pthread_mutex_unlock(&lane->thread_lock);
     if (same) break;
   }

@@ -2101,6 +2101,91 @@ static void run_interleavings(unsigned seeds, unsigned rounds) {
          (unsigned long long)hits[LANEPOOL__AT_SPILL], (unsigned long long)hits[LANEPOOL__AT_LEND]);
 }
 
+/* A thread's pthread_t does not name it: glibc gives a joined thread's descriptor to the
+ * next thread it creates. The joiner is held between pthread_join(A's thread) and its
+ * look at the lane while A's successor ends its thread too and the next successor (which
+ * may get A's pthread_t) runs D: destroy must still join D's thread. Before, it took
+ * that thread for A's, returned while D ran and freed the lane under it (ASan: use after
+ * free in lane_loop), and a thread ended while the joiner held a reused id was never
+ * joined nor detached. Continuations are accepted after the drain commits, so the chain
+ * goes on during the join. (Found by the hostile review of the detach change.) */
+static lanepool_lane_t *reuse_lane;
+static atomic_int reuse_pushed, reuse_resumed, reuse_d_running, reuse_d_done;
+static bool reuse_claimed(void) { /* the joiner has taken the lane's thread to join */
+  pthread_mutex_lock(&reuse_lane->thread_lock);
+  bool claimed = reuse_lane->join_claim != 0;
+  pthread_mutex_unlock(&reuse_lane->thread_lock);
+  return claimed;
+}
+static void reuse_a(void *c) {
+  (void)c;
+  for (int i = 0; i < 2000 && !reuse_claimed(); i++) sleep_ms(1);
+  sleep_ms(20); /* widens the window: the joiner is in pthread_join when this thread ends */
+  pthread_exit(NULL);
+}
+static void reuse_b(void *c) {
+  (void)c;
+  /* Ends its thread only once the joiner is back from joining A's: A's descriptor is
+   * free then, and the thread started next (D's) is given it. */
+  (void)wait_flag(&reuse_resumed, 2000);
+  pthread_exit(NULL);
+}
+static void reuse_d(void *c) {
+  (void)c;
+  atomic_store(&reuse_d_running, 1);
+  sleep_ms(300);
+  atomic_store(&reuse_d_done, 1);
+}
+static void reuse_at_intake(void) {
+  if (atomic_load(&reuse_pushed) || atomic_load(&reuse_lane->pool->state) != LANEPOOL__LIFE_CLOSING)
+    return;
+  atomic_store(&reuse_pushed, 1);
+  unsigned f = LANEPOOL_SUBMIT_CONTINUATION;
+  CHECK_RC(lanepool_lane_async_flags(reuse_lane, reuse_a, NULL, f), 0);
+  CHECK_RC(lanepool_lane_async_flags(reuse_lane, reuse_b, NULL, f), 0);
+  CHECK_RC(lanepool_lane_async_flags(reuse_lane, reuse_d, NULL, f), 0);
+}
+static pthread_t reuse_joiner;
+static atomic_int reuse_joining;
+static void reuse_at_join(void) {
+  /* destroy's thread, about to join the lane's thread while A runs on it */
+  if (atomic_load(&reuse_pushed) && pthread_equal(pthread_self(), reuse_joiner) && reuse_claimed())
+    atomic_store(&reuse_joining, 1);
+}
+static void reuse_at_resume(void) {
+  if (!atomic_load(&reuse_joining) || !pthread_equal(pthread_self(), reuse_joiner) ||
+      atomic_load(&reuse_resumed))
+    return;
+  atomic_store(&reuse_resumed, 1); /* back from pthread_join of A's thread */
+  (void)wait_flag(&reuse_d_running, 2000);
+}
+
+static void test_destroy_joins_a_successor_with_a_reused_thread_id(void) {
+  begin("destroy_joins_a_successor_with_a_reused_thread_id", 30);
+  atomic_store(&reuse_pushed, 0);
+  atomic_store(&reuse_resumed, 0);
+  atomic_store(&reuse_d_running, 0);
+  atomic_store(&reuse_d_done, 0);
+  atomic_store(&reuse_joining, 0);
+  reuse_joiner = pthread_self();
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "reuse";
+  cfg.lanes_per_band = 1;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  reuse_lane = p->lanes[0];
+  hook(LANEPOOL__AT_INTAKE, reuse_at_intake);
+  hook(LANEPOOL__AT_JOIN, reuse_at_join);
+  hook(LANEPOOL__AT_RESUME, reuse_at_resume);
+  hooked = 1;
+  CHECK_RC(lanepool_destroy(p), 0);
+  hooked = 0;
+  hooks_off();
+  CHECK(atomic_load(&reuse_pushed));
+  CHECK(atomic_load(&reuse_d_done)); /* D ran to its end before destroy returned */
+}
+
 int main(int argc, char **argv) {
   unsigned seeds = argc > 1 ? (unsigned)atoi(argv[1]) : 20;
   unsigned rounds = argc > 2 ? (unsigned)atoi(argv[2]) : 4;
@@ -2150,6 +2235,7 @@ int main(int argc, char **argv) {
       T(test_destroy_waits_for_every_shutdown_waiter),
       T(test_destroy_waits_for_a_submitter_in_its_wake),
       T(test_queued_sync_ending_the_lane_thread_returns),
+      T(test_destroy_joins_a_successor_with_a_reused_thread_id),
 #undef T
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
