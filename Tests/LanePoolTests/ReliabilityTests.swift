@@ -213,11 +213,14 @@ struct ReliabilityTests {
     // The band's other lane keeps working while its sibling is stuck.
     for _ in 0..<100 { #expect(try other.sync { 1 } == 1) }
     #expect(eventually { stuck.info.isStalled })
-    #expect(stuck.info.stalls == 1)
     #expect(!other.info.isStalled)
     #expect(queuedBehind.count == 0)
     // The detector marks the lane stalled, then logs: the line may land just after.
     #expect(eventually { lines.withLock { $0.count } >= 1 })
+    // Once: ten more of the detector's looks (one per half threshold) at the same stall
+    // add nothing.
+    usleep(100_000)
+    #expect(stuck.info.stalls == 1)
     let logged = lines.withLock { $0 }
     #expect(logged.count == 1)
     #expect(logged.first?.contains(stuck.name) == true)
@@ -225,7 +228,9 @@ struct ReliabilityTests {
     try barrier(stuck)
     #expect(queuedBehind.count == 1)
     #expect(eventually { !stuck.info.isStalled })
-    #expect(stuck.info.stalls == 1)
+    // (No count after this: the tasks that follow are tiny, but a utility lane (nice 10)
+    // beside busy nice-0 threads, as in the parallel test run, can sit preempted
+    // mid-task past the 20 ms threshold, which is a stall of its own, rightly counted.)
   }
 
   @Test("backpressure: try reports full, a bounded wait times out or gets in, nothing is dropped")
