@@ -113,6 +113,8 @@ typedef struct {
   _Atomic int next, wrong_lane, out_of_order;
 } bound_run;
 
+static void nothing(void *arg) { (void)arg; }
+
 static void blocker(void *arg) {
   bound_run *b = arg;
   atomic_store(&b->started, 1);
@@ -222,6 +224,9 @@ static void test_band_work_after_the_mark_cleared(void) {
     struct timespec polls = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
     nanosleep(&polls, NULL); /* a few lookout polls see lane 0 awake, rings empty */
     atomic_store(&b.release, 1);
+    /* b lives in this iteration: the blocker must be out of it first (a sync runs after
+     * it, FIFO; before, a blocker preempted past the sleep below read b out of scope). */
+    CHECK_RC(lanepool_lane_sync(lane0, nothing, NULL), 0);
     nanosleep(&polls, NULL); /* and the lanes park */
   }
   CHECK_RC(lanepool_destroy(pool), 0);
