@@ -506,6 +506,14 @@ LANEPOOL_API int lanepool_band_index(lanepool_qos_t qos);
  *  Lock-free: a load and an atomic add (two CASes when a spinning lane is taken). */
 LANEPOOL_API int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
 
+/** As lanepool_next_lane, but never the calling thread's own lane while the band has
+ *  another: a task that hands work on, or waits for it with lanepool_lane_sync, gets
+ *  another lane of its band, never its own (with one lane per band its own is the only
+ *  answer). The rotation moves one step per lane passed over. What Swift's
+ *  `queue(for:)` calls. Returns as lanepool_next_lane. */
+LANEPOOL_API int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos,
+                                          lanepool_lane_t **out);
+
 /** Lane `index` (0-based) of the band. EINVAL for a bad argument or index. */
 LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
                                    lanepool_lane_t **out);

@@ -493,15 +493,10 @@ static __thread struct {
   uint32_t started; /* bit b: next[b] was taken from the pool's counter */
 } rotation;
 
-int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
-  int b = lanepool_band_index(qos);
-  if (!pool || !out || b < 0) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+/* The next lane of band b in this thread's rotation (lanepool_next_lane). */
+static lanepool_lane_t *next_lane(lanepool_t *pool, int b) {
   uint32_t lanes = pool->lanes_per_band;
-  if (lanes == 1) {
-    *out = pool->lanes[b];
-    return 0;
-  }
+  if (lanes == 1) return pool->lanes[b];
   if (rotation.pool != pool) {
     rotation.pool = pool;
     rotation.started = 0;
@@ -518,10 +513,29 @@ int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **o
     /* A lane spinning idle: it starts the work without a wake. The rotation then goes
      * on after it, so the next pick is another lane, as round-robin's. */
     rotation.next[b] = n + (w + lanes - n % lanes) % lanes - 1; /* next: n' = w (mod lanes) */
-    *out = pool->lanes[(uint32_t)b * lanes + w - 1];
-    return 0;
+    return pool->lanes[(uint32_t)b * lanes + w - 1];
   }
-  *out = pool->lanes[(uint32_t)b * lanes + n % lanes];
+  return pool->lanes[(uint32_t)b * lanes + n % lanes];
+}
+
+int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  *out = next_lane(pool, b);
+  return 0;
+}
+
+int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  lanepool_lane_t *lane = next_lane(pool, b);
+  /* The caller's lane is running (this call), so it is never the spinning one handed
+   * out first: the rotation's next step is another lane. */
+  for (uint32_t tries = 1; lane == lanepool__current && tries < pool->lanes_per_band; tries++)
+    lane = next_lane(pool, b);
+  *out = lane;
   return 0;
 }
 

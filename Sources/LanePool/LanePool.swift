@@ -133,20 +133,15 @@ public final class LanePool: @unchecked Sendable {
   /// it then runs inline, see ``Lane/sync(onLaneThread:_:)``.)
   public func queue(for qos: QoS) -> Lane {
     var lane: OpaquePointer?
-    _ = lanepool_next_lane(core.raw, qos.c, &lane)
-    if lanesPerBand > 1 {
-      var current: OpaquePointer?
-      if lanepool_current_lane(&current) == 0, let current {
-        // The rotation moves on by one per pick (an idle spinning lane is never the
-        // caller's, which is running): the next pick is another lane.
-        var tries = 1
-        while lane == current && tries < lanesPerBand {
-          _ = lanepool_next_lane(core.raw, qos.c, &lane)
-          tries += 1
-        }
-      }
+    var object: UnsafeMutableRawPointer?
+    // One call picks (the C core skips the caller's lane); the C lane holds its Swift
+    // object until the pool has shut down, and `bands` holds it for the pool's life.
+    if lanepool_next_other_lane(core.raw, qos.c, &lane) == 0,
+      lanepool_lane_userdata(lane, &object) == 0, let object
+    {
+      return Unmanaged<Lane>.fromOpaque(object).takeUnretainedValue()
     }
-    return swiftLane(lane, qos)
+    return swiftLane(lane, qos)  // after shutdown, or in a fork child (lane 0: its calls throw)
   }
 
   /// The Swift object of a C lane of band `qos`.

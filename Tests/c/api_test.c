@@ -624,6 +624,88 @@ static void test_default_log_callback_may_use_the_default_pool(void) {
   current_test = "";
 }
 
+/* lanepool_next_other_lane: never the caller's own lane while its band has another;
+ * its own with one lane per band; any lane of the band from a thread that is no lane. */
+typedef struct {
+  lanepool_t *pool;
+  lanepool_lane_t *own; /* seen by the task: lanepool_current_lane */
+  int own_returned;     /* picks of the own band that gave the caller's lane */
+  int other_lanes_seen; /* distinct lanes among those picks */
+  int other_band_ok;    /* every pick of another band was a lane of that band */
+  atomic_int done;
+} other_pick;
+
+static void pick_from_a_lane(void *ctx) {
+  other_pick *o = ctx;
+  lanepool_current_lane(&o->own);
+  lanepool_lane_t *seen[8] = {0};
+  o->other_band_ok = 1;
+  for (int i = 0; i < 300; i++) {
+    lanepool_lane_t *l = NULL;
+    if (lanepool_next_other_lane(o->pool, LANEPOOL_QOS_DEFAULT, &l) != 0 || !l) continue;
+    if (l == o->own) o->own_returned++;
+    int k = 0;
+    while (k < 8 && seen[k] && seen[k] != l) k++;
+    if (k < 8 && !seen[k]) {
+      seen[k] = l;
+      o->other_lanes_seen++;
+    }
+    lanepool_qos_t q;
+    uint32_t index;
+    if (lanepool_next_other_lane(o->pool, LANEPOOL_QOS_UTILITY, &l) != 0 ||
+        lanepool_lane_position(l, &q, &index) != 0 || q != LANEPOOL_QOS_UTILITY)
+      o->other_band_ok = 0;
+  }
+  atomic_store(&o->done, 1);
+}
+
+static void run_pick(other_pick *o, lanepool_lane_t *on) {
+  CHECK_RC(lanepool_lane_async(on, pick_from_a_lane, o), 0);
+  for (int i = 0; i < 30000 && !atomic_load(&o->done); i++) usleep(1000);
+  CHECK(atomic_load(&o->done));
+}
+
+static void test_next_other_lane(void) {
+  lanepool_t *p = make_pool("cnext", 3, 0);
+  lanepool_lane_t *lane = NULL;
+  CHECK_RC(lanepool_next_other_lane(NULL, LANEPOOL_QOS_DEFAULT, &lane), EINVAL);
+  CHECK_RC(lanepool_next_other_lane(p, LANEPOOL_QOS_DEFAULT, NULL), EINVAL);
+  CHECK_RC(lanepool_next_other_lane(p, (lanepool_qos_t)0x42, &lane), EINVAL);
+  /* Not on a lane: any lane of the band, the whole band in turn. */
+  int hits[3] = {0, 0, 0};
+  for (int i = 0; i < 30; i++) {
+    lanepool_qos_t q;
+    uint32_t index = 99;
+    CHECK_RC(lanepool_next_other_lane(p, LANEPOOL_QOS_DEFAULT, &lane), 0);
+    CHECK_RC(lanepool_lane_position(lane, &q, &index), 0);
+    CHECK(q == LANEPOOL_QOS_DEFAULT && index < 3);
+    if (index < 3) hits[index]++;
+  }
+  CHECK(hits[0] > 0 && hits[1] > 0 && hits[2] > 0);
+  /* From each lane of the band: never itself, both others. */
+  for (uint32_t i = 0; i < 3; i++) {
+    other_pick o = {.pool = p};
+    CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, i, &lane), 0);
+    run_pick(&o, lane);
+    CHECK(o.own == lane);
+    CHECK(o.own_returned == 0);
+    CHECK(o.other_lanes_seen == 2);
+    CHECK(o.other_band_ok);
+  }
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+  /* One lane per band: the caller's own lane is the only answer. */
+  p = make_pool("cnext1", 1, 0);
+  other_pick o = {.pool = p};
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  run_pick(&o, lane);
+  CHECK(o.own == lane);
+  CHECK(o.own_returned == 300);
+  CHECK(o.other_lanes_seen == 1);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
 int main(void) {
   test_struct_size();
   test_bad_input();
@@ -635,6 +717,7 @@ int main(void) {
   test_async2_fifo();
   test_async2_cancel();
   test_default_log_callback_may_use_the_default_pool();
+  test_next_other_lane();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
