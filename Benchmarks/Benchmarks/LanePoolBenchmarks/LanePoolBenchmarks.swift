@@ -70,8 +70,13 @@ nonisolated(unsafe) var benchmarks: @Sendable () -> Void = {
     for _ in 0..<batch { _ = lanepool_lane_sync(lane, noop, nil) }
   }
 
+  // Its count is 1 or 2 per 1,000 hops from run to run (p90 over the iterations): a
+  // tolerance of 1 around the committed 1 passes both and fails 3.
   let counter = Counter(lane: swiftLane)
-  Benchmark("actor_hop_x1000") { benchmark in
+  Benchmark(
+    "actor_hop_x1000",
+    configuration: .init(thresholds: [.mallocCountTotal: .init(absolute: [.p90: 1])])
+  ) { benchmark in
     for _ in 0..<batch { await counter.bump() }
   }
 }
