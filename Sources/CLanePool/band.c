@@ -316,6 +316,12 @@ static int pool_nice_floor(lanepool_t *pool) {
   return f - 64;
 }
 
+/* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
+static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
+  (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
+                        (int)lane->applied.nice.got, lane->policy.slice_ns);
+}
+
 /* Runs the lane's thread at band `band` of its pool: the pool's policy for that band,
  * or, for the lane's own band, what the lane got when it started (its fallbacks
  * included). Without the privilege to lower nice that far: the band's policy and as low
@@ -325,12 +331,6 @@ static int pool_nice_floor(lanepool_t *pool) {
  * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
  * band achieves is thus learned once: privileges gained later are not tried for it,
  * and a task that changes its own thread's settings is not seen. */
-/* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
-static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
-  (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
-                        (int)lane->applied.nice.got, lane->policy.slice_ns);
-}
-
 static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
                         size_t log_len) {
   lanepool_t *pool = lane->pool;

@@ -950,8 +950,9 @@ static void thread_lost(void *arg) {
     (void)ignored;
     abort();
   }
-  /* This thread is the lane's current one (a successor runs a task only after this
-   * unlock), of generation thread_gen. */
+  /* This thread is the lane's current one, of generation thread_gen: a successor may
+   * already run tasks, but its own thread_lost takes thread_lock, so it reads thread_gen
+   * only after this update. */
   uint64_t mine = lane->thread_gen;
   lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
   lane->thread_gen = mine + 1;

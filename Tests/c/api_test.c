@@ -666,7 +666,15 @@ static void run_pick(other_pick *o, lanepool_lane_t *on) {
 }
 
 static void test_next_other_lane(void) {
-  lanepool_t *p = make_pool("cnext", 3, 0);
+  /* No lane spins idle: a spinning lane is handed out first, which would bend the
+   * rotation these checks count on. */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "cnext";
+  cfg.lanes_per_band = 3;
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = 0;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
   lanepool_lane_t *lane = NULL;
   CHECK_RC(lanepool_next_other_lane(NULL, LANEPOOL_QOS_DEFAULT, &lane), EINVAL);
   CHECK_RC(lanepool_next_other_lane(p, LANEPOOL_QOS_DEFAULT, NULL), EINVAL);

@@ -2183,7 +2183,8 @@ static void test_destroy_joins_a_successor_with_a_reused_thread_id(void) {
   hooked = 0;
   hooks_off();
   CHECK(atomic_load(&reuse_pushed));
-  CHECK(atomic_load(&reuse_d_done)); /* D ran to its end before destroy returned */
+  CHECK(atomic_load(&reuse_resumed)); /* the joiner was held as the scenario needs */
+  CHECK(atomic_load(&reuse_d_done));  /* D ran to its end before destroy returned */
 }
 
 int main(int argc, char **argv) {
