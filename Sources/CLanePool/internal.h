@@ -144,6 +144,8 @@ struct lanepool_lane {
   uint64_t steal_progress; /* its progress (tasks finished) when last seen moving */
   uint64_t steal_since;    /* when that was */
   _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
+  uint64_t fifo_look;      /* the own head's stamp at the last "older band work" look */
+  uint32_t fifo_next;      /* where that look starts among the siblings */
 
   /* ---- parking ---- */
   /* 1 while the lane is (about to be) parked on the futex. [atomic: seq_cst store
@@ -351,6 +353,17 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 /* The band's lookout (a parked lane while a sibling is awake) looks this often for a
  * sibling whose queue has not moved, and takes its stealable head task. */
 #define LANEPOOL__WATCH_POLL_NS      1000000u
+/* Older band work first (lane.c, take_older): a lane whose head is band work pushed
+ * from a lane looks at its siblings' heads when that stamp is at least this much later
+ * than at its last look, and takes a sibling's stamped head that is at least this much
+ * older than its own. In stamp units (lanepool__stamp): TSC ticks on x86-64 (8192 is
+ * 2.3 to 4 us at 2 to 3.5 GHz), nanoseconds elsewhere. */
+#if defined(__x86_64__) || defined(__i386__)
+#define LANEPOOL__FIFO_LOOK 8192u
+#else
+#define LANEPOOL__FIFO_LOOK 3000u
+#endif
+
 /* A lane busy with its own queue looks at its watched sibling once per this many tasks
  * (a power of two; lane.c, lane_loop). */
 #define LANEPOOL__BUSY_LOOK          64u
@@ -392,6 +405,22 @@ void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
+/* A cheap clock for band work's order between lanes, never 0: the TSC on x86 (constant
+ * and in step across CPUs on current machines; a skew makes the order approximate,
+ * never loses or repeats a task), the virtual counter on AArch64, else now_ns. */
+static inline uint64_t lanepool__stamp(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  uint32_t lo, hi;
+  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+  return (((uint64_t)hi << 32) | lo) | 1;
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+  return v | 1;
+#else
+  return lanepool__now_ns() | 1;
+#endif
+}
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band); /* a lane of the band for band work */
 

@@ -100,7 +100,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   }
   memset(lane, 0, sizeof *lane);
   uint32_t cap = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
-  size_t bytes = (size_t)cap * sizeof(lanepool__slot);
+  /* The cells, then their stamps (ring.h, "Stamps"). */
+  size_t bytes = (size_t)cap * (sizeof(lanepool__slot) + sizeof(uint64_t));
   bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
   lanepool__slot *slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
   if (!slots) {
@@ -111,6 +112,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   if ((*rc = pthread_mutex_init(&lane->thread_lock, NULL))) goto fail_spill;
   if ((*rc = pthread_mutex_init(&lane->boost_lock, NULL))) goto fail_thread;
   lanepool__ring_init(&lane->ring, slots, cap);
+  lanepool__ring_set_stamps(&lane->ring, (_Atomic uint64_t *)(void *)(slots + cap));
   lane->lane_bytes = lane_bytes;
   lane->slots_bytes = bytes;
   lane->lane_numa_owned = lane_numa;
@@ -397,6 +399,40 @@ static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
   return true;
 }
 
+/* Older band work first. Band work a lane pushes (the executors' jobs, async from a
+ * task) carries the pushing lane's clock (lanepool__stamp). A lane whose next task is
+ * such a job looks, at most once per LANEPOOL__FIFO_LOOK of its jobs' stamps, at its
+ * siblings that are not parked: a stamped head at least LANEPOOL__FIFO_LOOK older than
+ * its own (the sibling is held up: a long task, or its thread preempted) runs here
+ * first, the oldest of up to four siblings. Swift's global executor is one FIFO for
+ * all its threads; this keeps band work near that order without a shared queue, and
+ * without the 20 us of stuck_sibling. Work from threads outside the pool carries no
+ * stamp and is never looked at here (stuck_sibling still covers it). */
+static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
+  uint64_t mine = lanepool__ring_head_stamp(&lane->ring);
+  if (!mine || (int64_t)(mine - lane->fifo_look) < (int64_t)LANEPOOL__FIFO_LOOK) return false;
+  lane->fifo_look = mine;
+  uint32_t n = lane->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
+  uint32_t looks = n - 1 < 4 ? n - 1 : 4;
+  uint64_t oldest = mine - LANEPOOL__FIFO_LOOK;
+  lanepool_lane_t *victim = NULL;
+  for (uint32_t k = 0; k < looks; k++) {
+    uint32_t i = ++lane->fifo_next % n;
+    if (i == lane->index) i = ++lane->fifo_next % n;
+    lanepool_lane_t *s = lanes[i];
+    if (atomic_load_explicit(&s->sleeping, memory_order_relaxed) == LANE_PARKED) continue;
+    uint64_t t = lanepool__ring_head_stamp(&s->ring);
+    if (t && (int64_t)(oldest - t) > 0) {
+      oldest = t;
+      victim = s;
+    }
+  }
+  if (!victim || !lanepool__ring_steal(&victim->ring, out)) return false;
+  atomic_fetch_add_explicit(&lane->stolen, 1, memory_order_relaxed);
+  return true;
+}
+
 /* A sibling not parked with a stealable task at its head: band work waiting for it. */
 static bool band_work_waits(lanepool_lane_t *lane) {
   uint32_t n = lane->pool->lanes_per_band;
@@ -492,9 +528,11 @@ lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band) {
 
 static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
                             unsigned flags) {
-  if (lane->hard_capacity) return lanepool__ring_push(&lane->ring, fn, ctx, arg, flags);
+  uint64_t stamp = (flags & LANEPOOL__PUSH_STAMP) ? lanepool__stamp() : 0;
+  if (lane->hard_capacity)
+    return lanepool__ring_push_stamped(&lane->ring, fn, ctx, arg, flags, stamp);
   if (atomic_load_explicit(&lane->spill_count, memory_order_acquire) == 0) {
-    int rc = lanepool__ring_push(&lane->ring, fn, ctx, arg, flags);
+    int rc = lanepool__ring_push_stamped(&lane->ring, fn, ctx, arg, flags, stamp);
     if (rc != EAGAIN) return rc;
   }
   return spill_push(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
@@ -868,6 +906,8 @@ static void lane_loop(lanepool_lane_t *lane) {
     /* A sibling found stuck with band work at its head: that task first (it is older
      * than anything of this lane's own that arrived since). */
     bool got = __builtin_expect(lane->steal_now, 0) && steal_stuck(lane, &task);
+    if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end)
+      got = take_older(lane, &task);
     if (!got) got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=

@@ -34,6 +34,13 @@
  * marked seq pairs with the producer's release publish, and nothing can reuse the cell
  * before the CAS winner frees it, so the thief's CAS on `head` validates what it read.
  * Lane-bound cells are never stolen, so a lane's own work keeps its FIFO order.
+ *
+ * Stamps. A ring may carry a parallel array of stamps (lanepool__ring_set_stamps): a
+ * marked cell pushed with a nonzero stamp (the pushing lane's clock, lane.c "older band
+ * work first") keeps it there until the cell is taken, which clears it before freeing
+ * the cell. Stamps are hints for ordering between lanes, read with relaxed loads after
+ * the cell's acquire; a stale or torn-by-reuse reading makes a steal happen or not,
+ * never takes a cell twice (the CAS on head does that).
  */
 #ifndef LANEPOOL_RING_H
 #define LANEPOOL_RING_H
@@ -61,6 +68,8 @@
  * STEAL, the task is bound to no lane (see "Stealing" above). */
 #define LANEPOOL__PUSH_OWN      1u
 #define LANEPOOL__PUSH_STEAL    2u
+/* lane.c only (the ring ignores it): stamp the marked cell with the pushing lane's clock. */
+#define LANEPOOL__PUSH_STAMP    4u
 /* In a published cell's seq: the cell may be stolen. Positions stay below 2^62. */
 #define LANEPOOL__SEQ_STEAL     (UINT64_C(1) << 63)
 
@@ -92,7 +101,8 @@ _Static_assert(sizeof(void *) != 8 || LANEPOOL__CACHE_LINE % sizeof(lanepool__sl
 typedef struct lanepool__ring {
   /* ---- [once] ---- */
   lanepool__slot *slots;
-  uint64_t mask; /* capacity - 1 */
+  uint64_t mask;               /* capacity - 1 */
+  _Atomic uint64_t *stamps;    /* NULL, or `capacity` stamps (see "Stamps") */
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
   /* ---- [cons] the next cell to take: advanced past a marked cell by a CAS of the
@@ -117,6 +127,7 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
                                        uint64_t capacity) {
   r->slots = slots;
   r->mask = capacity - 1;
+  r->stamps = NULL;
   for (uint64_t i = 0; i < capacity; i++) {
     atomic_init(&slots[i].seq, i);
     slots[i].fn = NULL;
@@ -127,15 +138,22 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
   atomic_init(&r->head, 0);
 }
 
+/* Gives the ring `capacity` stamps, all zero (before any push). */
+static inline void lanepool__ring_set_stamps(lanepool__ring *r, _Atomic uint64_t *stamps) {
+  for (uint64_t i = 0; i <= r->mask; i++) atomic_init(&stamps[i], 0);
+  r->stamps = stamps;
+}
+
 /* The published seq of the cell at `pos`, for push flags `flags`. */
 static inline uint64_t lanepool__ring_published(uint64_t pos, unsigned flags) {
   return (pos + 1) | ((flags & LANEPOOL__PUSH_STEAL) ? LANEPOOL__SEQ_STEAL : 0);
 }
 
 /* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
- * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). */
-static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
-                                      unsigned flags) {
+ * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). A nonzero `stamp` on a
+ * marked push is kept beside the cell (the ring must have stamps). */
+static inline int lanepool__ring_push_stamped(lanepool__ring *r, lanepool__ring_fn fn, void *ctx,
+                                              void *arg, unsigned flags, uint64_t stamp) {
   const bool own = flags & LANEPOOL__PUSH_OWN;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
@@ -154,6 +172,7 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
         slot->fn = fn;
         slot->ctx = ctx;
         slot->arg = arg;
+        if (stamp) atomic_store_explicit(&r->stamps[pos & r->mask], stamp, memory_order_relaxed);
         atomic_store_explicit(&slot->seq, lanepool__ring_published(pos, flags),
                               memory_order_release);
         return 0;
@@ -164,6 +183,11 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     }
   }
+}
+
+static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
+                                      unsigned flags) {
+  return lanepool__ring_push_stamped(r, fn, ctx, arg, flags, 0);
 }
 
 /* Claims up to `n` consecutive cells with one CAS and publishes {fn, ctxs[i], args[i]}
@@ -228,6 +252,11 @@ static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool
   out->fn = slot->fn;
   out->ctx = slot->ctx;
   out->arg = slot->arg;
+  if (r->stamps) { /* cleared before the cell is freed: the next lap's push stamps it anew */
+    _Atomic uint64_t *stamp = &r->stamps[pos & r->mask];
+    if (atomic_load_explicit(stamp, memory_order_relaxed))
+      atomic_store_explicit(stamp, 0, memory_order_relaxed);
+  }
   atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
 }
 
@@ -281,6 +310,16 @@ static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
   uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
   return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_relaxed) ==
          ((pos + 1) | LANEPOOL__SEQ_STEAL);
+}
+
+/* The stamp of the head cell if it is published, marked and stamped; else 0 (a hint). */
+static inline uint64_t lanepool__ring_head_stamp(const lanepool__ring *r) {
+  if (!r->stamps) return 0;
+  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_relaxed);
+  if (atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) !=
+      ((pos + 1) | LANEPOOL__SEQ_STEAL))
+    return 0;
+  return atomic_load_explicit(&r->stamps[pos & r->mask], memory_order_relaxed);
 }
 
 /* The head position (seq_cst: the emptiness checks compare it with tail). */

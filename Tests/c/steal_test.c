@@ -1,6 +1,7 @@
 /*
  * steal_test.c - tasks submitted to a band never wait behind a busy lane while another
- * lane of the band is idle; lane-bound tasks are never taken by another lane; nothing
+ * lane of the band is idle; band work pushed from lanes runs oldest first across the
+ * band's lanes; lane-bound tasks are never taken by another lane; nothing
  * is lost or run twice when lanes steal, drain or cancel.
  *
  * Every wait is for a condition, with a cap (WAIT_CAP_NS) that only a hang reaches:
@@ -102,6 +103,73 @@ static void test_job_waiting_for_its_own_submit(unsigned flags) {
     CHECK_RC(lanepool_lane_info(atomic_load(&f.child_lane), &info), 0);
     CHECK(info.tasks_stolen >= 1);
   }
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- older band work first: band work pushed from lanes keeps its order ---------- */
+
+/* Lane A pushes band work X (LOCAL: it stays on A, whose ring is empty) and then blocks.
+ * Lane B, busy meanwhile, pushes band work Y a millisecond later (LOCAL: on B) and
+ * returns. B's next task must be X, the older: it is taken from A's head before B's own
+ * Y. Without the order between lanes B runs Y first and takes X only when it finds A
+ * stuck, 20 us into its idle spin. No timing in the verdict: the millisecond only makes
+ * Y's stamp later than X's by more than the look's margin on any clock. */
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int x_pushed, release, x_rc, y_rc, ran;
+  _Atomic int order[2]; /* 'X' or 'Y', in the order they ran */
+  lanepool_lane_t *_Atomic x_lane;
+} older_run;
+
+static void record(older_run *o, int what) {
+  int i = atomic_fetch_add(&o->ran, 1);
+  if (i < 2) atomic_store(&o->order[i], what);
+}
+
+static void older_x(void *arg) {
+  older_run *o = arg;
+  atomic_store(&o->x_lane, current());
+  record(o, 'X');
+}
+
+static void older_y(void *arg) { record(arg, 'Y'); }
+
+static void older_a(void *arg) {
+  older_run *o = arg;
+  atomic_store(&o->x_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_x, o,
+                                              LANEPOOL_SUBMIT_LOCAL));
+  atomic_store(&o->x_pushed, 1);
+  (void)wait_flag(&o->release); /* A holds its lane: X waits behind it */
+}
+
+static void older_b(void *arg) {
+  older_run *o = arg;
+  (void)wait_flag(&o->x_pushed);
+  struct timespec ms = {0, 1000000};
+  nanosleep(&ms, NULL);
+  atomic_store(&o->y_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_y, o,
+                                              LANEPOOL_SUBMIT_LOCAL));
+}
+
+static void test_older_band_work_first(void) {
+  current_test = "band work pushed from a lane runs before newer band work of a sibling";
+  lanepool_t *pool = make_pool("steal-older", 2);
+  lanepool_lane_t *a = NULL, *b = NULL;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
+  older_run o = {.pool = pool};
+  CHECK_RC(lanepool_lane_async(b, older_b, &o), 0);
+  CHECK_RC(lanepool_lane_async(a, older_a, &o), 0);
+  /* Both ran: B ran X (stolen) and Y, while A still blocks. */
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (atomic_load(&o.ran) < 2 && now_ns() < end) sched_yield();
+  CHECK(atomic_load(&o.ran) == 2);
+  CHECK_RC(atomic_load(&o.x_rc), 0);
+  CHECK_RC(atomic_load(&o.y_rc), 0);
+  CHECK(atomic_load(&o.order[0]) == 'X');
+  CHECK(atomic_load(&o.order[1]) == 'Y');
+  CHECK(atomic_load(&o.x_lane) == b);
+  atomic_store(&o.release, 1);
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
@@ -376,6 +444,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < (rounds + 3) / 4; r++) test_bound_tasks_are_never_stolen();
   for (int r = 0; r < (rounds + 3) / 4; r++) test_band_work_after_the_mark_cleared();
   for (int r = 0; r < rounds; r++) test_busy_sibling_takes_blocked_band_work();
+  for (int r = 0; r < rounds; r++) test_older_band_work_first();
   test_lookout_gives_up_when_band_work_ends();
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
