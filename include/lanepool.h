@@ -620,7 +620,10 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
  * Band work is bound to no lane, so it never waits behind a busy lane while another
  * lane of the band is idle: a task at the head of a lane's ring whose current task has
  * not finished for about 20 us (seen by a sibling spinning idle) or 1 ms (seen by the
- * band's one parked lookout) is taken and run by that sibling. Lane-bound work
+ * band's one parked lookout) is taken and run by that sibling. Band work submitted from a
+ * lane of the pool also keeps near the order of one queue for the band: a lane about to
+ * run such a task first takes a sibling's that was submitted about 3 us or more earlier
+ * (never work submitted from outside the pool's lanes). Lane-bound work
  * (lanepool_lane_async and the other lane submits, lanepool_lane_sync, timers set on a
  * lane) is never moved: a lane runs its own tasks one at a time, in order. A band task
  * queued behind a lane-bound task waits for it (only the head of a ring is taken), and
@@ -771,8 +774,9 @@ typedef struct lanepool_lane_info {
   int stalled;           /* 1 while the stall detector sees the current task overrun */
   uint64_t stalled_ns;   /* how long the current task has run, when stalled */
   uint64_t stalls;       /* stalls detected so far */
-  uint64_t tasks_stolen; /* band tasks this lane took from a held-up sibling (lanepool_async);
-                            counted in tasks_executed too */
+  uint64_t tasks_stolen; /* band tasks this lane took from a held-up sibling, or older
+                            than its own next one (lanepool_async); counted in
+                            tasks_executed too */
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane into the first out->struct_size bytes of *out. 0, EINVAL (NULL

@@ -356,7 +356,7 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 /* Older band work first (lane.c, take_older): a lane whose head is band work pushed
  * from a lane looks at its siblings' heads when that stamp is at least this much later
  * than at its last look, and takes a sibling's stamped head that is at least this much
- * older than its own. In stamp units (lanepool__stamp): TSC ticks on x86-64 (8192 is
+ * older than its own. In stamp units (lanepool__stamp): TSC ticks on x86 (8192 is
  * 2.3 to 4 us at 2 to 3.5 GHz), nanoseconds elsewhere. */
 #if defined(__x86_64__) || defined(__i386__)
 #define LANEPOOL__FIFO_LOOK 8192u
@@ -366,7 +366,7 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 
 /* A lane busy with its own queue looks at its watched sibling once per this many tasks
  * (a power of two; lane.c, lane_loop). */
-#define LANEPOOL__BUSY_LOOK          64u
+#define LANEPOOL__BUSY_LOOK 64u
 
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
@@ -407,16 +407,13 @@ void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
 /* A cheap clock for band work's order between lanes, never 0: the TSC on x86 (constant
  * and in step across CPUs on current machines; a skew makes the order approximate,
- * never loses or repeats a task), the virtual counter on AArch64, else now_ns. */
+ * never loses or repeats a task), else now_ns (nanoseconds, as LANEPOOL__FIFO_LOOK
+ * expects). */
 static inline uint64_t lanepool__stamp(void) {
 #if defined(__x86_64__) || defined(__i386__)
   uint32_t lo, hi;
   __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
   return (((uint64_t)hi << 32) | lo) | 1;
-#elif defined(__aarch64__)
-  uint64_t v;
-  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-  return v | 1;
 #else
   return lanepool__now_ns() | 1;
 #endif

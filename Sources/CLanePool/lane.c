@@ -113,6 +113,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   if ((*rc = pthread_mutex_init(&lane->boost_lock, NULL))) goto fail_thread;
   lanepool__ring_init(&lane->ring, slots, cap);
   lanepool__ring_set_stamps(&lane->ring, (_Atomic uint64_t *)(void *)(slots + cap));
+  lane->fifo_look = lanepool__stamp() - LANEPOOL__FIFO_LOOK; /* the first look is due */
   lane->lane_bytes = lane_bytes;
   lane->slots_bytes = bytes;
   lane->lane_numa_owned = lane_numa;
@@ -407,9 +408,12 @@ static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
  * first, the oldest of up to four siblings. Swift's global executor is one FIFO for
  * all its threads; this keeps band work near that order without a shared queue, and
  * without the 20 us of stuck_sibling. Work from threads outside the pool carries no
- * stamp and is never looked at here (stuck_sibling still covers it). */
+ * stamp and is never looked at here (stuck_sibling still covers it); a sync closure
+ * run inline on a lane pushes as that lane. The steal is of the very cell whose stamp
+ * was compared (ring_steal_at). */
 static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
-  uint64_t mine = lanepool__ring_head_stamp(&lane->ring);
+  uint64_t at, victim_at = 0;
+  uint64_t mine = lanepool__ring_head_stamp(&lane->ring, &at);
   if (!mine || (int64_t)(mine - lane->fifo_look) < (int64_t)LANEPOOL__FIFO_LOOK) return false;
   lane->fifo_look = mine;
   uint32_t n = lane->pool->lanes_per_band;
@@ -422,13 +426,15 @@ static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
     if (i == lane->index) i = ++lane->fifo_next % n;
     lanepool_lane_t *s = lanes[i];
     if (atomic_load_explicit(&s->sleeping, memory_order_relaxed) == LANE_PARKED) continue;
-    uint64_t t = lanepool__ring_head_stamp(&s->ring);
-    if (t && (int64_t)(oldest - t) > 0) {
+    uint64_t t = lanepool__ring_head_stamp(&s->ring, &at);
+    if (t && (int64_t)(oldest - t) >= 0) {
       oldest = t;
       victim = s;
+      victim_at = at;
     }
   }
-  if (!victim || !lanepool__ring_steal(&victim->ring, out)) return false;
+  /* That cell only: if the sibling took it meanwhile, its next head may be newer. */
+  if (!victim || !lanepool__ring_steal_at(&victim->ring, victim_at, out)) return false;
   atomic_fetch_add_explicit(&lane->stolen, 1, memory_order_relaxed);
   return true;
 }

@@ -565,10 +565,10 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
   /* Bound to no lane: an idle lane of the band may take it if this one is held up.
    * Pushed by a lane of this pool to a band of several lanes: stamped, for the order
    * between lanes (lane.c, take_older; about 11 ns for the clock). */
-  return lanepool__lane_push(lane, fn, ctx, arg,
-                             LANEPOOL__PUSH_STEAL |
-                                 ((flags & LANEPOOL_SUBMIT_CONTINUATION) ? LANEPOOL__PUSH_OWN : 0) |
-                                 (cur && cur->pool == pool && pool->lanes_per_band > 1 ? LANEPOOL__PUSH_STAMP : 0));
+  unsigned push = LANEPOOL__PUSH_STEAL;
+  if (flags & LANEPOOL_SUBMIT_CONTINUATION) push |= LANEPOOL__PUSH_OWN;
+  if (cur && cur->pool == pool && pool->lanes_per_band > 1) push |= LANEPOOL__PUSH_STAMP;
+  return lanepool__lane_push(lane, fn, ctx, arg, push);
 }
 
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,

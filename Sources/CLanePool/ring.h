@@ -101,8 +101,8 @@ _Static_assert(sizeof(void *) != 8 || LANEPOOL__CACHE_LINE % sizeof(lanepool__sl
 typedef struct lanepool__ring {
   /* ---- [once] ---- */
   lanepool__slot *slots;
-  uint64_t mask;               /* capacity - 1 */
-  _Atomic uint64_t *stamps;    /* NULL, or `capacity` stamps (see "Stamps") */
+  uint64_t mask;            /* capacity - 1 */
+  _Atomic uint64_t *stamps; /* NULL, or `capacity` stamps (see "Stamps") */
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
   /* ---- [cons] the next cell to take: advanced past a marked cell by a CAS of the
@@ -246,13 +246,15 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
   }
 }
 
-/* Takes the cell at `pos` (the CAS on head already won it): reads it, frees it. */
-static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool__ring_task *out) {
+/* Takes the cell at `pos` (the CAS on head already won it, or the owner's lane-bound
+ * head): reads it, frees it. `marked`: a stealable cell, which may carry a stamp. */
+static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool__ring_task *out,
+                                       bool marked) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
   out->fn = slot->fn;
   out->ctx = slot->ctx;
   out->arg = slot->arg;
-  if (r->stamps) { /* cleared before the cell is freed: the next lap's push stamps it anew */
+  if (marked && r->stamps) { /* cleared before the cell is freed: the next lap stamps anew */
     _Atomic uint64_t *stamp = &r->stamps[pos & r->mask];
     if (atomic_load_explicit(stamp, memory_order_relaxed))
       atomic_store_explicit(stamp, 0, memory_order_relaxed);
@@ -273,7 +275,7 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
   for (;;) {
     uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
     if (seq == pos + 1) { /* published, lane-bound: the owner's alone */
-      lanepool__ring_take(r, pos, out);
+      lanepool__ring_take(r, pos, out, false);
       atomic_store_explicit(&r->head, pos + 1, memory_order_release);
       return true;
     }
@@ -286,7 +288,7 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
     /* Marked: a thief may be claiming it too; whoever wins the CAS takes it. */
     if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                               memory_order_relaxed)) {
-      lanepool__ring_take(r, pos, out);
+      lanepool__ring_take(r, pos, out, true);
       return true;
     }
   }
@@ -294,15 +296,21 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
 /* A thief (another lane of the band). true and *out if the head cell is published and
  * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
  * lane-bound task first, or another taker won). */
-static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
-  uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
+/* As lanepool__ring_steal, for the head cell at `pos` only (the one a caller looked at):
+ * false if the head has moved on. */
+static inline bool lanepool__ring_steal_at(lanepool__ring *r, uint64_t pos,
+                                           lanepool__ring_task *out) {
   uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
   if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) return false;
   if (!atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                memory_order_relaxed))
     return false;
-  lanepool__ring_take(r, pos, out);
+  lanepool__ring_take(r, pos, out, true);
   return true;
+}
+
+static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
+  return lanepool__ring_steal_at(r, atomic_load_explicit(&r->head, memory_order_acquire), out);
 }
 
 /* true if the head cell is published and stealable (a hint: it may be taken at once). */
@@ -312,10 +320,12 @@ static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
          ((pos + 1) | LANEPOOL__SEQ_STEAL);
 }
 
-/* The stamp of the head cell if it is published, marked and stamped; else 0 (a hint). */
-static inline uint64_t lanepool__ring_head_stamp(const lanepool__ring *r) {
+/* The stamp of the head cell if it is published, marked and stamped, and that cell's
+ * position in *pos; else 0 (a hint). */
+static inline uint64_t lanepool__ring_head_stamp(const lanepool__ring *r, uint64_t *at) {
   if (!r->stamps) return 0;
-  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_relaxed);
+  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
+  *at = pos;
   if (atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) !=
       ((pos + 1) | LANEPOOL__SEQ_STEAL))
     return 0;

@@ -178,8 +178,9 @@ struct ExecutorRoleTests {
       return names
     }.value
     // Each job is enqueued on the lane the task runs on (LANEPOOL_SUBMIT_LOCAL); it moves
-    // only when an idle sibling steals it, which it may when the lane was descheduled for
-    // a while (20 us) with the job at its head, as a loaded machine (a TSan run with
+    // only when a sibling steals it, which it may when the lane was descheduled for a
+    // while (20 us) with the job at its head, or when the sibling is about to run a
+    // newer job of its own (older band work first), as a loaded machine (a TSan run with
     // parallel suites) does now and then. So every move must be a steal.
     let moves = zip(names, names.dropFirst()).filter { $0 != $1 }.count
     let stolen = pool.lanes(for: .default).reduce(0) { $0 + Int($1.info.tasksStolen) }

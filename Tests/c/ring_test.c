@@ -49,18 +49,22 @@ static uint64_t now_ns(void) {
 static lanepool__ring *ring_new(uint64_t capacity) {
   lanepool__ring *r = aligned_alloc(LANEPOOL__CACHE_LINE, sizeof *r);
   lanepool__slot *slots = calloc(capacity, sizeof *slots);
-  if (r == NULL || slots == NULL) {
+  _Atomic uint64_t *stamps = calloc(capacity, sizeof *stamps);
+  if (r == NULL || slots == NULL || stamps == NULL) {
     free(r);
     free(slots);
+    free((void *)stamps);
     return NULL;
   }
   lanepool__ring_init(r, slots, capacity);
+  lanepool__ring_set_stamps(r, stamps);
   return r;
 }
 
 static void ring_free(lanepool__ring *r) {
   if (r == NULL) return;
   free(r->slots);
+  free((void *)r->stamps);
   free(r);
 }
 
@@ -395,7 +399,11 @@ static const char *claimed_cell_is_waited_for_body(lanepool__ring *r) {
  * Producers push a mix of lane-bound and stealable (LANEPOOL__PUSH_STEAL) cells into a
  * small ring (many wraps); the owner pops, two thieves steal. Each cell is taken exactly
  * once, a thief never takes a lane-bound cell, and the owner takes each producer's cells
- * in the order they were pushed. (The owner takes lane-bound cells without a CAS.) */
+ * in the order they were pushed. (The owner takes lane-bound cells without a CAS.)
+ * Stealable cells carry a stamp (the cell's value + 1). One thief steals as lane.c's
+ * take_older does: the head's stamp first, then that cell only (steal_at); whenever it
+ * wins, the stamp it read is the one of the cell it took. At the end every stamp is
+ * cleared. */
 enum { OT_PRODUCERS = 3, OT_PER_PRODUCER = 60000, OT_THIEVES = 2, OT_CAPACITY = 64 };
 static _Atomic uint8_t ot_taken[OT_PRODUCERS][OT_PER_PRODUCER];
 static _Atomic uint64_t ot_total;
@@ -415,8 +423,9 @@ static void *ot_produce(void *arg) {
   for (uint64_t s = 0; s < OT_PER_PRODUCER; s++) {
     unsigned flags = ot_bound(s) ? 0 : LANEPOOL__PUSH_STEAL;
     int rc;
-    while ((rc = lanepool__ring_push(a->r, task_fn, as_ctx(a->id << SEQ_BITS | s), NULL, flags)) ==
-           EAGAIN)
+    uint64_t v = a->id << SEQ_BITS | s;
+    while ((rc = lanepool__ring_push_stamped(a->r, task_fn, as_ctx(v), NULL, flags,
+                                             ot_bound(s) ? 0 : v + 1)) == EAGAIN)
       sched_yield();
     if (rc != 0) {
       a->err = "push returned neither 0 nor EAGAIN";
@@ -441,10 +450,16 @@ static void *ot_steal(void *arg) {
   struct ot_arg *a = arg;
   lanepool__ring_task t;
   while (!atomic_load(&ot_stop)) {
-    if (!lanepool__ring_steal(a->r, &t)) {
+    uint64_t at = 0, stamp = 0;
+    bool took = a->id == 1 ? (stamp = lanepool__ring_head_stamp(a->r, &at)) != 0 &&
+                                 lanepool__ring_steal_at(a->r, at, &t)
+                           : lanepool__ring_steal(a->r, &t);
+    if (!took) {
       sched_yield();
       continue;
     }
+    if (a->id == 1 && stamp != from_ctx(t.ctx) + 1 && !a->err)
+      a->err = "steal_at took a cell other than the one whose stamp it read";
     const char *why = ot_mark(&t, true);
     if (why && !a->err) a->err = why;
   }
@@ -458,7 +473,7 @@ static const char *owner_and_thieves_round(lanepool__ring *r, bool *stole) {
   struct ot_arg prod[OT_PRODUCERS], thief[OT_THIEVES];
   pthread_t pt[OT_PRODUCERS], tt[OT_THIEVES];
   for (int i = 0; i < OT_THIEVES; i++) {
-    thief[i] = (struct ot_arg){.r = r, .id = 0, .err = NULL};
+    thief[i] = (struct ot_arg){.r = r, .id = (uint64_t)i, .err = NULL};
     REQUIRE(pthread_create(&tt[i], NULL, ot_steal, &thief[i]) == 0, "pthread_create failed");
   }
   for (int i = 0; i < OT_PRODUCERS; i++) {
@@ -498,6 +513,8 @@ static const char *owner_and_thieves_round(lanepool__ring *r, bool *stole) {
   REQUIRE(err == NULL, err);
   REQUIRE(!lanepool__ring_pop(r, &t) && !lanepool__ring_steal(r, &t),
           "a cell after all were taken");
+  for (uint64_t i = 0; i <= r->mask; i++)
+    REQUIRE(atomic_load(&r->stamps[i]) == 0, "a taken cell's stamp was not cleared");
   uint64_t total = (uint64_t)OT_PRODUCERS * OT_PER_PRODUCER;
   REQUIRE(owned >= total / 3, "the owner took fewer cells than the lane-bound ones");
   *stole = owned < total;
