@@ -415,7 +415,6 @@ static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
   uint64_t at, victim_at = 0;
   uint64_t mine = lanepool__ring_head_stamp(&lane->ring, &at);
   if (!mine || (int64_t)(mine - lane->fifo_look) < (int64_t)LANEPOOL__FIFO_LOOK) return false;
-  lane->fifo_look = mine;
   uint32_t n = lane->pool->lanes_per_band;
   lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
   uint32_t looks = n - 1 < 4 ? n - 1 : 4;
@@ -433,8 +432,13 @@ static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
       victim_at = at;
     }
   }
-  /* That cell only: if the sibling took it meanwhile, its next head may be newer. */
-  if (!victim || !lanepool__ring_steal_at(&victim->ring, victim_at, out)) return false;
+  /* That cell only: if the sibling took it meanwhile, its next head may be newer. A
+   * look that takes nothing waits for a head LANEPOOL__FIFO_LOOK newer; one that takes
+   * a task looks again before the lane's own head (more may be older than it). */
+  if (!victim || !lanepool__ring_steal_at(&victim->ring, victim_at, out)) {
+    lane->fifo_look = mine;
+    return false;
+  }
   atomic_fetch_add_explicit(&lane->stolen, 1, memory_order_relaxed);
   return true;
 }

@@ -14,6 +14,8 @@
 #endif
 #include "check.h"
 #include "lanepool.h"
+/* The core's internal push, for band work placed on a lane of the test's choosing. */
+#include "../../Sources/CLanePool/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -169,6 +171,76 @@ static void test_older_band_work_first(void) {
   CHECK(atomic_load(&o.order[0]) == 'X');
   CHECK(atomic_load(&o.order[1]) == 'Y');
   CHECK(atomic_load(&o.x_lane) == b);
+  atomic_store(&o.release, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* Two older tasks on A: B takes both before its own Y (a look that took a task looks
+ * again before the lane's own head). X1 and X2 are band work pushed to A with a stamp,
+ * a millisecond apart, while A blocks; then B pushes Y and returns: X1, X2, Y. */
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int a_started, xs_pushed, release, y_rc, ran;
+  _Atomic int order[3];
+} older2_run;
+
+static void record2(older2_run *o, int what) {
+  int i = atomic_fetch_add(&o->ran, 1);
+  if (i < 3) atomic_store(&o->order[i], what);
+}
+static older2_run *older2;
+static void older2_x1(void *arg) {
+  (void)arg;
+  record2(older2, 1);
+}
+static void older2_x2(void *arg) {
+  (void)arg;
+  record2(older2, 2);
+}
+static void older2_y(void *arg) {
+  (void)arg;
+  record2(older2, 3);
+}
+
+static void older2_a(void *arg) {
+  older2_run *o = arg;
+  atomic_store(&o->a_started, 1);
+  (void)wait_flag(&o->release);
+}
+
+static void older2_b(void *arg) {
+  older2_run *o = arg;
+  (void)wait_flag(&o->xs_pushed);
+  struct timespec ms = {0, 1000000};
+  nanosleep(&ms, NULL);
+  atomic_store(&o->y_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older2_y, o,
+                                              LANEPOOL_SUBMIT_LOCAL));
+}
+
+static void test_older_band_work_first_twice(void) {
+  current_test = "a lane takes two older tasks of a sibling before its own newer one";
+  lanepool_t *pool = make_pool("steal-older2", 2);
+  lanepool_lane_t *a = NULL, *b = NULL;
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
+  older2_run o = {.pool = pool};
+  older2 = &o;
+  CHECK_RC(lanepool_lane_async(a, older2_a, &o), 0);
+  CHECK(wait_flag(&o.a_started));
+  CHECK_RC(lanepool_lane_async(b, older2_b, &o), 0);
+  struct timespec ms = {0, 1000000};
+  unsigned band = LANEPOOL__PUSH_STEAL | LANEPOOL__PUSH_STAMP;
+  CHECK_RC(lanepool__lane_push(a, older2_x1, &o, NULL, band), 0);
+  nanosleep(&ms, NULL);
+  CHECK_RC(lanepool__lane_push(a, older2_x2, &o, NULL, band), 0);
+  atomic_store(&o.xs_pushed, 1);
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (atomic_load(&o.ran) < 3 && now_ns() < end) sched_yield();
+  CHECK(atomic_load(&o.ran) == 3);
+  CHECK_RC(atomic_load(&o.y_rc), 0);
+  CHECK(atomic_load(&o.order[0]) == 1);
+  CHECK(atomic_load(&o.order[1]) == 2);
+  CHECK(atomic_load(&o.order[2]) == 3);
   atomic_store(&o.release, 1);
   CHECK_RC(lanepool_destroy(pool), 0);
 }
@@ -445,6 +517,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < (rounds + 3) / 4; r++) test_band_work_after_the_mark_cleared();
   for (int r = 0; r < rounds; r++) test_busy_sibling_takes_blocked_band_work();
   for (int r = 0; r < rounds; r++) test_older_band_work_first();
+  for (int r = 0; r < rounds; r++) test_older_band_work_first_twice();
   test_lookout_gives_up_when_band_work_ends();
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
