@@ -402,10 +402,10 @@ static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
 
 /* Older band work first. Band work a lane pushes (the executors' jobs, async from a
  * task) carries the pushing lane's clock (lanepool__stamp). A lane whose next task is
- * such a job looks, at most once per LANEPOOL__FIFO_LOOK of its jobs' stamps, at its
- * siblings that are not parked: a stamped head at least LANEPOOL__FIFO_LOOK older than
- * its own (the sibling is held up: a long task, or its thread preempted) runs here
- * first, the oldest of up to four siblings. Swift's global executor is one FIFO for
+ * such a job looks at its siblings that are not parked: a stamped head at least
+ * LANEPOOL__FIFO_LOOK older than its own (the sibling is held up: a long task, or its
+ * thread preempted) runs here first, the oldest of up to four siblings. After a look
+ * that took nothing, the next waits for an own head LANEPOOL__FIFO_LOOK newer. Swift's global executor is one FIFO for
  * all its threads; this keeps band work near that order without a shared queue, and
  * without the 20 us of stuck_sibling. Work from threads outside the pool carries no
  * stamp and is never looked at here (stuck_sibling still covers it); a sync closure
