@@ -355,9 +355,9 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 #define LANEPOOL__WATCH_POLL_NS      1000000u
 /* Older band work first (lane.c, take_older): a lane whose head is band work pushed
  * from a lane looks at its siblings' heads when that stamp is at least this much later
- * than at its last look that took nothing, and takes a sibling's stamped head that is at least this much
- * older than its own. In stamp units (lanepool__stamp): TSC ticks on x86 (8192 is
- * 2.3 to 4 us at 2 to 3.5 GHz), nanoseconds elsewhere. */
+ * than at its last look that took nothing, and takes a sibling's stamped head that is
+ * at least this much older than its own. In stamp units (lanepool__stamp): TSC ticks
+ * on x86 (8192 is 2.3 to 4 us at 2 to 3.5 GHz), nanoseconds elsewhere. */
 #if defined(__x86_64__) || defined(__i386__)
 #define LANEPOOL__FIFO_LOOK 8192u
 #else

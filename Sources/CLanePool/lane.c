@@ -405,12 +405,12 @@ static bool steal_stuck(lanepool_lane_t *lane, lanepool__task *out) {
  * such a job looks at its siblings that are not parked: a stamped head at least
  * LANEPOOL__FIFO_LOOK older than its own (the sibling is held up: a long task, or its
  * thread preempted) runs here first, the oldest of up to four siblings. After a look
- * that took nothing, the next waits for an own head LANEPOOL__FIFO_LOOK newer. Swift's global executor is one FIFO for
- * all its threads; this keeps band work near that order without a shared queue, and
- * without the 20 us of stuck_sibling. Work from threads outside the pool carries no
- * stamp and is never looked at here (stuck_sibling still covers it); a sync closure
- * run inline on a lane pushes as that lane. The steal is of the very cell whose stamp
- * was compared (ring_steal_at). */
+ * that took nothing, the next waits for an own head LANEPOOL__FIFO_LOOK newer. Swift's
+ * global executor is one FIFO for all its threads; this keeps band work near that
+ * order without a shared queue, and without the 20 us of stuck_sibling. Work from
+ * threads outside the pool carries no stamp and is never looked at here (stuck_sibling
+ * still covers it); a sync closure run inline on a lane pushes as that lane. The steal
+ * is of the very cell whose stamp was compared (ring_steal_at). */
 static bool take_older(lanepool_lane_t *lane, lanepool__task *out) {
   uint64_t at, victim_at = 0;
   uint64_t mine = lanepool__ring_head_stamp(&lane->ring, &at);

@@ -558,8 +558,9 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
    * queue (the caller's own task is running, not queued): no hand-off to another
    * thread. Otherwise the load-aware pick. */
   lanepool_lane_t *cur = lanepool__current;
-  lanepool_lane_t *lane = (flags & LANEPOOL_SUBMIT_LOCAL) && cur && cur->pool == pool &&
-                                  cur->band == (uint32_t)b && lanepool__lane_depth(cur) == 0
+  if (cur && cur->pool != pool) cur = NULL; /* a lane of another pool counts as outside */
+  lanepool_lane_t *lane = (flags & LANEPOOL_SUBMIT_LOCAL) && cur && cur->band == (uint32_t)b &&
+                                  lanepool__lane_depth(cur) == 0
                               ? cur
                               : lanepool__pick(pool, b);
   /* Bound to no lane: an idle lane of the band may take it if this one is held up.
@@ -567,7 +568,7 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
    * between lanes (lane.c, take_older; about 11 ns for the clock). */
   unsigned push = LANEPOOL__PUSH_STEAL;
   if (flags & LANEPOOL_SUBMIT_CONTINUATION) push |= LANEPOOL__PUSH_OWN;
-  if (cur && cur->pool == pool && pool->lanes_per_band > 1) push |= LANEPOOL__PUSH_STAMP;
+  if (cur && pool->lanes_per_band > 1) push |= LANEPOOL__PUSH_STAMP;
   return lanepool__lane_push(lane, fn, ctx, arg, push);
 }
 

@@ -293,9 +293,6 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
     }
   }
 }
-/* A thief (another lane of the band). true and *out if the head cell is published and
- * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
- * lane-bound task first, or another taker won). */
 /* As lanepool__ring_steal, for the head cell at `pos` only (the one a caller looked at):
  * false if the head has moved on. */
 static inline bool lanepool__ring_steal_at(lanepool__ring *r, uint64_t pos,
@@ -309,27 +306,33 @@ static inline bool lanepool__ring_steal_at(lanepool__ring *r, uint64_t pos,
   return true;
 }
 
+/* A thief (another lane of the band). true and *out if the head cell is published and
+ * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
+ * lane-bound task first, or another taker won). */
 static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
   return lanepool__ring_steal_at(r, atomic_load_explicit(&r->head, memory_order_acquire), out);
 }
 
-/* true if the head cell is published and stealable (a hint: it may be taken at once). */
-static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
+/* true if the head cell is published and stealable, its position in *at (a hint: it
+ * may be taken at once). The acquire pairs with the producer's publish, so the cell's
+ * stamp can be read after it. */
+static inline bool lanepool__ring_marked_head(const lanepool__ring *r, uint64_t *at) {
   uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
-  return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_relaxed) ==
+  *at = pos;
+  return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) ==
          ((pos + 1) | LANEPOOL__SEQ_STEAL);
 }
 
+static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
+  uint64_t at;
+  return lanepool__ring_marked_head(r, &at);
+}
+
 /* The stamp of the head cell if it is published, marked and stamped, and that cell's
- * position in *pos; else 0 (a hint). */
+ * position in *at; else 0 (a hint). */
 static inline uint64_t lanepool__ring_head_stamp(const lanepool__ring *r, uint64_t *at) {
-  if (!r->stamps) return 0;
-  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
-  *at = pos;
-  if (atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) !=
-      ((pos + 1) | LANEPOOL__SEQ_STEAL))
-    return 0;
-  return atomic_load_explicit(&r->stamps[pos & r->mask], memory_order_relaxed);
+  if (!r->stamps || !lanepool__ring_marked_head(r, at)) return 0;
+  return atomic_load_explicit(&r->stamps[*at & r->mask], memory_order_relaxed);
 }
 
 /* The head position (seq_cst: the emptiness checks compare it with tail). */

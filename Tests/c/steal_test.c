@@ -110,38 +110,47 @@ static void test_job_waiting_for_its_own_submit(unsigned flags) {
 
 /* ---- older band work first: band work pushed from lanes keeps its order ---------- */
 
-/* Lane A pushes band work X (LOCAL: it stays on A, whose ring is empty) and then blocks.
- * Lane B, busy meanwhile, pushes band work Y a millisecond later (LOCAL: on B) and
- * returns. B's next task must be X, the older: it is taken from A's head before B's own
- * Y. Without the order between lanes B runs Y first and takes X only when it finds A
- * stuck, 20 us into its idle spin. No timing in the verdict: the millisecond only makes
- * Y's stamp later than X's by more than the look's margin on any clock. */
+/* Lane A blocks with band work X queued behind it; lane B, busy meanwhile, pushes band
+ * work Y (LOCAL: on B, whose ring is empty) and returns. B's next task must be X, the
+ * older: taken from A's head before B's own Y. Without the order between lanes B runs Y
+ * first and takes X only when it finds A stuck, 20 us into its idle spin. No timing in
+ * the verdicts: B's millisecond only makes Y's stamp later than X's by more than the
+ * look's margin on any clock.
+ * Two ways X gets there: A's task pushes it (LOCAL: it stays on A, whose ring is empty),
+ * or the test pushes X and, a millisecond later, X2 onto A with the core's internal
+ * push; then B takes both before its Y (a look that took a task looks again). */
+typedef struct older_run older_run;
 typedef struct {
+  older_run *o;
+  int tag; /* 1 X, 2 X2, 3 Y */
+} older_task;
+
+struct older_run {
   lanepool_t *pool;
-  _Atomic int x_pushed, release, x_rc, y_rc, ran;
-  _Atomic int order[2]; /* 'X' or 'Y', in the order they ran */
+  lanepool_lane_t *a, *b;
+  older_task x, x2, y;
+  bool a_pushes_x;
+  _Atomic int a_started, x_pushed, release, x_rc, y_rc, ran;
+  _Atomic int order[3]; /* tags, in the order the tasks ran */
   lanepool_lane_t *_Atomic x_lane;
-} older_run;
+};
 
-static void record(older_run *o, int what) {
-  int i = atomic_fetch_add(&o->ran, 1);
-  if (i < 2) atomic_store(&o->order[i], what);
+static void older_ran(void *arg) {
+  older_task *t = arg;
+  if (t->tag == 1) atomic_store(&t->o->x_lane, current());
+  int i = atomic_fetch_add(&t->o->ran, 1);
+  if (i < 3) atomic_store(&t->o->order[i], t->tag);
 }
-
-static void older_x(void *arg) {
-  older_run *o = arg;
-  atomic_store(&o->x_lane, current());
-  record(o, 'X');
-}
-
-static void older_y(void *arg) { record(arg, 'Y'); }
 
 static void older_a(void *arg) {
   older_run *o = arg;
-  atomic_store(&o->x_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_x, o,
-                                              LANEPOOL_SUBMIT_LOCAL));
-  atomic_store(&o->x_pushed, 1);
-  (void)wait_flag(&o->release); /* A holds its lane: X waits behind it */
+  if (o->a_pushes_x) {
+    atomic_store(&o->x_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_ran, &o->x,
+                                                LANEPOOL_SUBMIT_LOCAL));
+    atomic_store(&o->x_pushed, 1);
+  }
+  atomic_store(&o->a_started, 1);
+  (void)wait_flag(&o->release); /* A holds its lane: what is queued on it waits */
 }
 
 static void older_b(void *arg) {
@@ -149,100 +158,67 @@ static void older_b(void *arg) {
   (void)wait_flag(&o->x_pushed);
   struct timespec ms = {0, 1000000};
   nanosleep(&ms, NULL);
-  atomic_store(&o->y_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_y, o,
+  atomic_store(&o->y_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older_ran, &o->y,
                                               LANEPOOL_SUBMIT_LOCAL));
+}
+
+/* A pool of two lanes per band; A and B are the default band's. */
+static void older_start(older_run *o, const char *name, bool a_pushes_x) {
+  o->pool = make_pool(name, 2);
+  CHECK_RC(lanepool_get_lane(o->pool, LANEPOOL_QOS_DEFAULT, 0, &o->a), 0);
+  CHECK_RC(lanepool_get_lane(o->pool, LANEPOOL_QOS_DEFAULT, 1, &o->b), 0);
+  o->x = (older_task){o, 1};
+  o->x2 = (older_task){o, 2};
+  o->y = (older_task){o, 3};
+  o->a_pushes_x = a_pushes_x;
+}
+
+/* Waits (capped: only a hang reaches the cap) until `n` tasks ran, then checks exactly
+ * `n` did and lets A go. */
+static void older_end(older_run *o, int n) {
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (atomic_load(&o->ran) < n && now_ns() < end) sched_yield();
+  CHECK(atomic_load(&o->ran) == n);
+  CHECK_RC(atomic_load(&o->y_rc), 0);
+}
+
+static void older_finish(older_run *o) {
+  atomic_store(&o->release, 1);
+  CHECK_RC(lanepool_destroy(o->pool), 0);
 }
 
 static void test_older_band_work_first(void) {
   current_test = "band work pushed from a lane runs before newer band work of a sibling";
-  lanepool_t *pool = make_pool("steal-older", 2);
-  lanepool_lane_t *a = NULL, *b = NULL;
-  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
-  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
-  older_run o = {.pool = pool};
-  CHECK_RC(lanepool_lane_async(b, older_b, &o), 0);
-  CHECK_RC(lanepool_lane_async(a, older_a, &o), 0);
-  /* Both ran: B ran X (stolen) and Y, while A still blocks. */
-  uint64_t end = now_ns() + WAIT_CAP_NS;
-  while (atomic_load(&o.ran) < 2 && now_ns() < end) sched_yield();
-  CHECK(atomic_load(&o.ran) == 2);
+  older_run o = {0};
+  older_start(&o, "steal-older", true);
+  CHECK_RC(lanepool_lane_async(o.b, older_b, &o), 0);
+  CHECK_RC(lanepool_lane_async(o.a, older_a, &o), 0);
+  older_end(&o, 2); /* B ran X (stolen) and Y, while A still blocks */
   CHECK_RC(atomic_load(&o.x_rc), 0);
-  CHECK_RC(atomic_load(&o.y_rc), 0);
-  CHECK(atomic_load(&o.order[0]) == 'X');
-  CHECK(atomic_load(&o.order[1]) == 'Y');
-  CHECK(atomic_load(&o.x_lane) == b);
-  atomic_store(&o.release, 1);
-  CHECK_RC(lanepool_destroy(pool), 0);
-}
-
-/* Two older tasks on A: B takes both before its own Y (a look that took a task looks
- * again before the lane's own head). X1 and X2 are band work pushed to A with a stamp,
- * a millisecond apart, while A blocks; then B pushes Y and returns: X1, X2, Y. */
-typedef struct {
-  lanepool_t *pool;
-  _Atomic int a_started, xs_pushed, release, y_rc, ran;
-  _Atomic int order[3];
-} older2_run;
-
-static void record2(older2_run *o, int what) {
-  int i = atomic_fetch_add(&o->ran, 1);
-  if (i < 3) atomic_store(&o->order[i], what);
-}
-static older2_run *older2;
-static void older2_x1(void *arg) {
-  (void)arg;
-  record2(older2, 1);
-}
-static void older2_x2(void *arg) {
-  (void)arg;
-  record2(older2, 2);
-}
-static void older2_y(void *arg) {
-  (void)arg;
-  record2(older2, 3);
-}
-
-static void older2_a(void *arg) {
-  older2_run *o = arg;
-  atomic_store(&o->a_started, 1);
-  (void)wait_flag(&o->release);
-}
-
-static void older2_b(void *arg) {
-  older2_run *o = arg;
-  (void)wait_flag(&o->xs_pushed);
-  struct timespec ms = {0, 1000000};
-  nanosleep(&ms, NULL);
-  atomic_store(&o->y_rc, lanepool_async_flags(o->pool, LANEPOOL_QOS_DEFAULT, older2_y, o,
-                                              LANEPOOL_SUBMIT_LOCAL));
+  CHECK(atomic_load(&o.order[0]) == 1);
+  CHECK(atomic_load(&o.order[1]) == 3);
+  CHECK(atomic_load(&o.x_lane) == o.b);
+  older_finish(&o);
 }
 
 static void test_older_band_work_first_twice(void) {
   current_test = "a lane takes two older tasks of a sibling before its own newer one";
-  lanepool_t *pool = make_pool("steal-older2", 2);
-  lanepool_lane_t *a = NULL, *b = NULL;
-  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
-  CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
-  older2_run o = {.pool = pool};
-  older2 = &o;
-  CHECK_RC(lanepool_lane_async(a, older2_a, &o), 0);
+  older_run o = {0};
+  older_start(&o, "steal-older2", false);
+  CHECK_RC(lanepool_lane_async(o.a, older_a, &o), 0);
   CHECK(wait_flag(&o.a_started));
-  CHECK_RC(lanepool_lane_async(b, older2_b, &o), 0);
+  CHECK_RC(lanepool_lane_async(o.b, older_b, &o), 0);
   struct timespec ms = {0, 1000000};
   unsigned band = LANEPOOL__PUSH_STEAL | LANEPOOL__PUSH_STAMP;
-  CHECK_RC(lanepool__lane_push(a, older2_x1, &o, NULL, band), 0);
-  nanosleep(&ms, NULL);
-  CHECK_RC(lanepool__lane_push(a, older2_x2, &o, NULL, band), 0);
-  atomic_store(&o.xs_pushed, 1);
-  uint64_t end = now_ns() + WAIT_CAP_NS;
-  while (atomic_load(&o.ran) < 3 && now_ns() < end) sched_yield();
-  CHECK(atomic_load(&o.ran) == 3);
-  CHECK_RC(atomic_load(&o.y_rc), 0);
+  CHECK_RC(lanepool__lane_push(o.a, older_ran, &o.x, NULL, band), 0);
+  nanosleep(&ms, NULL); /* X2's stamp later than X's: only their order is checked */
+  CHECK_RC(lanepool__lane_push(o.a, older_ran, &o.x2, NULL, band), 0);
+  atomic_store(&o.x_pushed, 1);
+  older_end(&o, 3);
   CHECK(atomic_load(&o.order[0]) == 1);
   CHECK(atomic_load(&o.order[1]) == 2);
   CHECK(atomic_load(&o.order[2]) == 3);
-  atomic_store(&o.release, 1);
-  CHECK_RC(lanepool_destroy(pool), 0);
+  older_finish(&o);
 }
 
 /* ---- lane-bound tasks stay on their lane, in order --------------------------------- */
