@@ -518,6 +518,14 @@ LANEPOOL_API int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos,
 LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
                                    lanepool_lane_t **out);
 
+/** The band's rescue lane: one more lane per band, which no pick reaches and which runs
+ *  only band work held up behind lanes whose tasks do not finish (docs/architecture.md,
+ *  "The rescue lane"). Tasks may run on it, so lanepool_current_lane() may answer it: a
+ *  layer that keeps an object per lane in the userdata word (the Swift facade) sets one
+ *  for it too. lanepool_lane_info() reports it with index lanes_per_band, its thread
+ *  is named `<pool>-<band>-r`. 0, EINVAL (bad argument), EOWNERDEAD (a fork child). */
+LANEPOOL_API int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
+
 /** The lane a key maps to: the same key always gives the same lane of a band, so
  *  tasks submitted with one key run in order. EINVAL for a bad argument. */
 LANEPOOL_API int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,

@@ -124,7 +124,7 @@ lanepool__caller *lanepool__caller_register(void) {
 static bool names_pool(const lanepool_t *pool, const void *p) {
   if (!p) return false;
   if (p == pool) return true;
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(pool);
   for (uint32_t i = 0; i < total; i++)
     if (p == pool->lanes[i]) return true;
   return false;

@@ -98,6 +98,7 @@ struct lanepool_lane {
   uint64_t generation;      /* the fork generation the pool was created in */
   int cpu;                  /* pinned CPU or -1 */
   int node;                 /* NUMA node (NUMA placement) or -1 */
+  bool spare;               /* the band's rescue lane: no band pick reaches it */
   bool lane_numa_owned;     /* this struct came from numa_alloc_onnode */
   bool slots_numa_owned;
   size_t lane_bytes, slots_bytes;
@@ -146,6 +147,11 @@ struct lanepool_lane {
   _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
   uint64_t fifo_look;      /* the own head's stamp at the last "older band work" look */
   uint32_t fifo_next;      /* where that look starts among the siblings */
+  /* The band's rescue lane only (lane.c, "The rescue lane"): per band lane i, its
+   * progress at [2i] and since when unchanged at [2i + 1]; and until when it parks
+   * with a timeout whatever it finds. [cons] */
+  uint64_t *rescue_seen;
+  uint64_t rescue_calm_until;
 
   /* ---- parking ---- */
   /* 1 while the lane is (about to be) parked on the futex. [atomic: seq_cst store
@@ -230,9 +236,11 @@ typedef struct lanepool__counter {
 /* A band's lookout for stealable tasks stuck behind a busy lane (lane.c, "Stealing"). */
 typedef struct lanepool__band_watch {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle; /* lanes parked with no timeout */
-  _Atomic uint32_t watching;  /* lanes parked with a timeout (0 or 1): the band's lookout */
-  _Atomic uint32_t band_work; /* 1: a stealable task was pushed; 0 again once the lookout
+  _Atomic uint32_t watching;    /* lanes parked with a timeout (0 or 1): the band's lookout */
+  _Atomic uint32_t band_work;   /* 1: a stealable task was pushed; 0 again once the lookout
                                  finds the band's rings empty (lane.c, lookout()) */
+  _Atomic uint32_t rescue_idle; /* 1: the band's rescue lane is parked with no timeout; a
+                                   band push wakes it (lane.c, park_spare) */
 } lanepool__band_watch;
 
 struct lanepool {
@@ -250,7 +258,9 @@ struct lanepool {
   lanepool_log_fn log;
   void *log_arg;
   uint32_t allowed_count;
-  lanepool_lane_t **lanes; /* [band * lanes_per_band + i] */
+  /* [band * lanes_per_band + i], then each band's rescue lane at
+   * [LANEPOOL_BAND_COUNT * lanes_per_band + band] (lanepool__lane_total of them) */
+  lanepool_lane_t **lanes;
 
   /* LANEPOOL__OPEN...DESTROYED. [atomic: seq_cst CAS (lifecycle.c only); futex word
    * for shutdown callers waiting for JOINED; acquire load by each lane between tasks
@@ -364,6 +374,11 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 #define LANEPOOL__FIFO_LOOK 3000u
 #endif
 
+/* A band's rescue lane takes a band lane's stealable head task once that lane has
+ * been awake with work queued, and has finished no task, for this long (lane.c, "The
+ * rescue lane"); it also parks with this timeout while its band has work queued. */
+#define LANEPOOL__RESCUE_NS 100000000u
+
 /* A lane busy with its own queue looks at its watched sibling once per this many tasks
  * (a power of two; lane.c, lane_loop). */
 #define LANEPOOL__BUSY_LOOK 64u
@@ -375,6 +390,14 @@ extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs h
 /* band.c: the band this thread counts as for escalation, as index + 1 (0: none known) */
 extern __thread int lanepool__thread_band;
 
+/* Every lane of the pool: the band lanes, then one rescue lane per band. */
+static inline uint32_t lanepool__lane_total(const lanepool_t *pool) {
+  return (pool->lanes_per_band + 1) * LANEPOOL_BAND_COUNT;
+}
+static inline lanepool_lane_t *lanepool__rescue_lane(const lanepool_t *pool, uint32_t band) {
+  return pool->lanes[LANEPOOL_BAND_COUNT * pool->lanes_per_band + band];
+}
+
 /* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */
 static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
   return lanepool__current && lanepool__current->pool == pool;
@@ -385,6 +408,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
+/* Makes a new lane its band's rescue lane (before it starts): 0 or ENOMEM. */
+int lanepool__lane_make_spare(lanepool_lane_t *lane);
 int lanepool__lane_start(lanepool_lane_t *lane);
 void lanepool__lane_join(lanepool_lane_t *lane);
 void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);

@@ -170,8 +170,21 @@ fail_lane:
   return NULL;
 }
 
+int lanepool__lane_make_spare(lanepool_lane_t *lane) {
+  uint32_t n = lane->pool->lanes_per_band;
+  lane->rescue_seen = malloc(2 * (size_t)n * sizeof(uint64_t));
+  if (!lane->rescue_seen) return ENOMEM;
+  for (uint32_t i = 0; i < n; i++) lane->rescue_seen[2 * i] = UINT64_MAX; /* not seen yet */
+  lane->spare = true;
+  char suffix[16];
+  snprintf(suffix, sizeof suffix, "-%s-r", lanepool__band_short_names[lane->band]);
+  lanepool__thread_name(lane->pool->name, suffix, lane->name);
+  return 0;
+}
+
 void lanepool__lane_free(lanepool_lane_t *lane) {
   if (!lane) return;
+  free(lane->rescue_seen);
   pthread_mutex_destroy(&lane->spill_lock);
   pthread_mutex_destroy(&lane->thread_lock);
   pthread_mutex_destroy(&lane->boost_lock);
@@ -566,6 +579,12 @@ static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg
     if (!atomic_load_explicit(seen, memory_order_seq_cst))
       atomic_store_explicit(seen, 1, memory_order_seq_cst);
     if (!wake_if_parked(lane)) nudge_band(lane);
+    /* The band's rescue lane, parked without a timeout, must tick while this task may
+     * get stuck (the Dekker pair with park_spare: tail CAS, then this seq_cst load). */
+    if (__builtin_expect(
+            atomic_load_explicit(&lane->pool->watch[lane->band].rescue_idle, memory_order_seq_cst),
+            0))
+      (void)wake_if_parked(lanepool__rescue_lane(lane->pool, lane->band));
   } else {
     (void)wake_if_parked(lane);
   }
@@ -899,6 +918,101 @@ static inline void run_task(const lanepool__task *task) {
     task->fn(task->ctx);
 }
 
+/* ---- the rescue lane ------------------------------------------------------------
+ *
+ * Stealing needs a free lane of the band. When every lane of a band is held by a task
+ * that does not end (blocked on a lock, a semaphore or a sync, waiting for band work
+ * that is queued behind one of them), nobody takes that work, and without more
+ * threads the band stays stuck. Swift's executor on Linux (libdispatch's workqueue
+ * monitor, once a second) starts another thread in that case; LanePool keeps one
+ * more lane per band for it, its rescue lane: a lane like the others (its band's
+ * policy, its own ring for what its tasks push locally, joined, drained and cancelled
+ * with them) that no band pick reaches. Its own queue empty, it looks at its band's
+ * lanes: one awake with work queued that has finished no task for LANEPOOL__RESCUE_NS
+ * gives up its stealable head task to it, the same steal an idle sibling makes, and
+ * the lane looks again after each task it ran. It parks with that timeout while any
+ * ring of its band holds work (or for one timeout after a wake), and without one
+ * otherwise: a band push then wakes it (rescue_idle; seq_cst on both sides: it stores
+ * the flag, then reads the rings; a push CASes a tail, then reads the flag). So an idle
+ * pool's rescue lanes do not wake, and a busy band's wakes its own at most once per
+ * timeout. It adds one thread, for one stuck task at a time: a rescued task that
+ * blocks in turn waits for its own band lane to finish. */
+
+/* Any task in a ring of the band's lanes. seq_cst loads: the rescue lane's side of the
+ * Dekker pair with a band push. */
+static bool band_queues_empty(const lanepool_lane_t *spare) {
+  uint32_t n = spare->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &spare->pool->lanes[spare->band * n];
+  for (uint32_t i = 0; i < n; i++) {
+    lanepool__ring *r = &lanes[i]->ring;
+    if (lanepool__ring_tail(r, memory_order_seq_cst) >
+        atomic_load_explicit(&r->head, memory_order_seq_cst))
+      return false;
+  }
+  return true;
+}
+
+/* Takes the stealable head task of a band lane that has been awake with work queued,
+ * finishing nothing, for LANEPOOL__RESCUE_NS. */
+static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
+  uint32_t n = spare->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &spare->pool->lanes[spare->band * n];
+  uint64_t now = lanepool__now_ns();
+  for (uint32_t i = 0; i < n; i++) {
+    lanepool_lane_t *s = lanes[i];
+    uint64_t *seen = &spare->rescue_seen[2 * i];
+    uint64_t p = lane_progress(s);
+    if (p != seen[0] || !sibling_blocked(s)) {
+      seen[0] = p;
+      seen[1] = now;
+      continue;
+    }
+    if (now - seen[1] < LANEPOOL__RESCUE_NS || !lanepool__ring_head_stealable(&s->ring)) continue;
+    if (lanepool__ring_steal(&s->ring, out)) {
+      atomic_fetch_add_explicit(&spare->stolen, 1, memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+static void park_spare(lanepool_lane_t *lane) {
+  atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
+  LANEPOOL_INJECT(LANEPOOL__AT_PARK);
+  if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
+    uint32_t parked = LANE_PARKED;
+    if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                                memory_order_seq_cst, memory_order_relaxed))
+      return;
+  }
+  lanepool__drain_idle(lane->pool);
+  _Atomic uint32_t *idle = &lane->pool->watch[lane->band].rescue_idle;
+  bool timed = lanepool__now_ns() < lane->rescue_calm_until || !band_queues_empty(lane);
+  if (!timed) {
+    atomic_store_explicit(idle, 1, memory_order_seq_cst);
+    if (!band_queues_empty(lane)) {
+      atomic_store_explicit(idle, 0, memory_order_relaxed);
+      timed = true;
+    }
+  }
+  uint32_t v;
+  /* acquire: as in park() (a waker's CAS, or a borrower's give-back). */
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
+    if (!timed) {
+      lanepool__futex_wait(&lane->sleeping, v);
+    } else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__RESCUE_NS)) {
+      uint32_t parked = LANE_PARKED; /* time to look; fails while the lane is lent */
+      if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                                  memory_order_seq_cst, memory_order_relaxed))
+        break;
+    }
+  }
+  if (!timed) {
+    atomic_store_explicit(idle, 0, memory_order_relaxed);
+    lane->rescue_calm_until = lanepool__now_ns() + LANEPOOL__RESCUE_NS;
+  }
+}
+
 static void lane_loop(lanepool_lane_t *lane) {
   lanepool_t *pool = lane->pool;
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
@@ -916,7 +1030,7 @@ static void lane_loop(lanepool_lane_t *lane) {
     /* A sibling found stuck with band work at its head: that task first (it is older
      * than anything of this lane's own that arrived since). */
     bool got = __builtin_expect(lane->steal_now, 0) && steal_stuck(lane, &task);
-    if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end)
+    if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end && !lane->spare)
       got = take_older(lane, &task);
     if (!got) got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {
@@ -930,6 +1044,11 @@ static void lane_loop(lanepool_lane_t *lane) {
       if (sr == SPILL_RING_FIRST) continue;
       got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
+    /* The rescue lane, its own queue empty: a band lane's task stuck behind a task
+     * that does not end. (Once its ring is closed nothing is stuck: the drain's
+     * balance held, or the pool cancels.) */
+    if (!got && __builtin_expect(lane->spare, 0) && !lanepool__ring_closed(&lane->ring))
+      got = rescue_take(lane, &task);
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
@@ -946,7 +1065,7 @@ static void lane_loop(lanepool_lane_t *lane) {
        * is idle. (Spins and the lookout cover the idle case.) Only while the band
        * carries band work (its mark, a relaxed read): lane-bound work alone, as from a
        * producer feeding lanes, never pays the clock read and the sibling's lines. */
-      if ((executed & (LANEPOOL__BUSY_LOOK - 1)) == 0 && pool->lanes_per_band > 1 &&
+      if ((executed & (LANEPOOL__BUSY_LOOK - 1)) == 0 && pool->lanes_per_band > 1 && !lane->spare &&
           atomic_load_explicit(&pool->watch[lane->band].band_work, memory_order_relaxed) &&
           stuck_with_stealable(lane, lanepool__now_ns()))
         lane->steal_now = true;
@@ -963,6 +1082,10 @@ static void lane_loop(lanepool_lane_t *lane) {
        * more; one last look for what arrived before. */
       if (has_work(lane, memory_order_seq_cst)) continue;
       break;
+    }
+    if (lane->spare) {
+      park_spare(lane);
+      continue;
     }
     if (spin_for_work(lane)) continue;
     park(lane);

@@ -110,9 +110,7 @@ int lanepool__registry_add(lanepool_t *pool) {
 
 /* ---- shared steps ----------------------------------------------------------- */
 
-static uint32_t lane_count(const lanepool_t *pool) {
-  return pool->lanes_per_band * LANEPOOL_BAND_COUNT;
-}
+static uint32_t lane_count(const lanepool_t *pool) { return lanepool__lane_total(pool); }
 
 static void lanes_set_intake(lanepool_t *pool, int intake) {
   for (uint32_t i = 0; i < lane_count(pool); i++) lanepool__lane_set_intake(pool->lanes[i], intake);
@@ -348,7 +346,7 @@ int lanepool_destroy(lanepool_t *pool) {
 /* Frees what lanepool_create allocated: after JOINED (every lane joined, the timer
  * thread too), or on create's failure path. */
 void lanepool__pool_free(lanepool_t *pool) {
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(pool);
   if (pool->lanes)
     for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
   free(pool->lanes);

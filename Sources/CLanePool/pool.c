@@ -191,6 +191,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
     atomic_init(&pool->watch[b].idle, 0);
     atomic_init(&pool->watch[b].watching, 0);
     atomic_init(&pool->watch[b].band_work, 0);
+    atomic_init(&pool->watch[b].rescue_idle, 0);
     atomic_init(&pool->boost_refused[b], 0);
   }
   if (cfg->max_spinning_lanes == 0) {
@@ -206,7 +207,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
 static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   uint32_t per_band = pool->lanes_per_band;
   int rc = 0;
-  pool->lanes = calloc((size_t)per_band * LANEPOOL_BAND_COUNT, sizeof *pool->lanes);
+  pool->lanes = calloc(lanepool__lane_total(pool), sizeof *pool->lanes);
   lanepool_lane_placement_t *plan = calloc(per_band, sizeof *plan);
   if (!pool->lanes || !plan) {
     rc = ENOMEM;
@@ -233,6 +234,13 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
       pool->lanes[b * per_band + i] = lane;
     }
   }
+  /* Each band's rescue lane: its band's policy, no pinning, no NUMA node. */
+  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
+    lanepool_lane_t *spare =
+        lanepool__lane_new(pool, b, per_band, cfg, (lanepool_lane_placement_t){-1, -1}, &rc);
+    pool->lanes[LANEPOOL_BAND_COUNT * per_band + b] = spare;
+    if (spare) rc = lanepool__lane_make_spare(spare);
+  }
 out:
   free(plan);
   return rc;
@@ -241,7 +249,7 @@ out:
 /* Step 3: start every lane thread and wait until each has applied its policy. On
  * error the ones started are closed and joined. */
 static int lanes_start(lanepool_t *pool) {
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(pool);
   uint32_t created = 0;
   int rc = 0;
   for (; created < total; created++)
@@ -258,7 +266,7 @@ static int lanes_start(lanepool_t *pool) {
 
 static void log_refusals(lanepool_t *pool) {
   if (!pool->log) return;
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(pool);
   char msg[2048];
   if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
     pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
@@ -298,7 +306,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now
   return 0;
 
 fail_join:
-  lanepool__close_and_join(pool, pool->lanes_per_band * LANEPOOL_BAND_COUNT);
+  lanepool__close_and_join(pool, lanepool__lane_total(pool));
 fail_free:
   lanepool__pool_free(pool);
   return rc;
@@ -544,6 +552,14 @@ int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index, lane
   if (!pool || !out || b < 0 || index >= pool->lanes_per_band) return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   *out = pool->lanes[(uint32_t)b * pool->lanes_per_band + index];
+  return 0;
+}
+
+int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  *out = lanepool__rescue_lane(pool, (uint32_t)b);
   return 0;
 }
 

@@ -136,7 +136,7 @@ static void forked_child_returned(void) {
  * one seen at least stall_threshold_ns ago is stalled. Logs once per stall. Runs
  * without any lock held (the log callback is user code). */
 static void check_stalls(lanepool_t *pool, uint64_t now) {
-  uint32_t total = pool->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(pool);
   for (uint32_t i = 0; i < total; i++) {
     lanepool_lane_t *l = pool->lanes[i];
     uint64_t started = atomic_load_explicit(&l->started_tasks, memory_order_relaxed);

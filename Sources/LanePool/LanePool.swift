@@ -28,6 +28,12 @@ public final class LanePool: @unchecked Sendable {
   // @unchecked: stored properties are `let`s or atomics; the C pool is thread-safe.
   let core: PoolCore
   let bands: [[Lane]]
+  /// Each band's rescue lane, in band order (userInteractive first): one more lane per
+  /// band, which no pick returns and which runs only band work held up behind lanes
+  /// whose tasks do not finish (see docs/architecture.md, "The rescue lane"). Its
+  /// `index` is ``lanesPerBand``, its thread `<name>-<band>-r`. Listed for accounting
+  /// (its `info` counts the tasks it ran): ``allLanes`` does not include it.
+  public let rescueLanes: [Lane]
   let lanesRetained = Atomic<Bool>(true)
 
   /// The name given at creation; lane threads are named `<name>-<band>-<i>`.
@@ -109,14 +115,26 @@ public final class LanePool: @unchecked Sendable {
       }
       bands.append(band)
     }
+    // Each band's rescue lane (C: lanepool_rescue_lane) runs band work held up behind
+    // blocked lanes: its jobs find their pool through Lane.current like any lane's.
+    var rescueLanes: [Lane] = []
+    for qos in QoS.allCases {
+      var lane: OpaquePointer?
+      _ = lanepool_rescue_lane(raw, qos.c, &lane)
+      let l = Lane(raw: lane!, core: core, qos: qos, index: perBand)
+      _ = lanepool_lane_set_userdata(lane, Unmanaged.passRetained(l).toOpaque())
+      rescueLanes.append(l)
+    }
     self.core = core
     self.bands = bands
+    self.rescueLanes = rescueLanes
     self.lanesPerBand = perBand
     self.isDefault = isDefault
     self.name = withUnsafeBytes(of: info.name) { b in
       String(decoding: b.prefix(while: { $0 != 0 }), as: UTF8.self)
     }
     for lane in bands.joined() { lane.pool = self }
+    for lane in rescueLanes { lane.pool = self }
   }
 
   // MARK: Picking lanes
@@ -166,7 +184,7 @@ public final class LanePool: @unchecked Sendable {
   /// The lanes of a band, by index.
   public func lanes(for qos: QoS) -> [Lane] { bands[qos.bandIndex] }
 
-  /// Every lane of the pool, band by band.
+  /// Every lane of the pool, band by band (not the ``rescueLanes``).
   public var allLanes: [Lane] { bands.flatMap { $0 } }
 
   // MARK: Submitting
@@ -196,7 +214,7 @@ public final class LanePool: @unchecked Sendable {
     var info = lanepool_info_t()
     guard lanepool_info(core.raw, &info) == 0, info.shut_down == 0 else { return }
     let message =
-      "LanePool: pool '\(name)' was released without shutdown; its \(5 * lanesPerBand) lane threads keep running until the process exits. Call shutdownGracefully() or shutdown(discardingQueued:) before releasing it."
+      "LanePool: pool '\(name)' was released without shutdown; its \(5 * (lanesPerBand + 1)) lane threads keep running until the process exits. Call shutdownGracefully() or shutdown(discardingQueued:) before releasing it."
     if let log = core.logBox {
       log.handler(.warning, message)
     } else if !releasedWithoutShutdownWarned.exchange(true, ordering: .relaxed) {

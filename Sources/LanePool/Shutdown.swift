@@ -71,7 +71,7 @@ extension LanePool {
   /// Drops the +1 each C lane holds on its Swift object, once, after the threads exited.
   func releaseLanes() {
     guard lanesRetained.exchange(false, ordering: .acquiringAndReleasing) else { return }
-    for lane in bands.joined() {
+    for lane in Array(bands.joined()) + rescueLanes {
       var ud: UnsafeMutableRawPointer?
       _ = lanepool_lane_userdata(lane.raw, &ud)
       _ = lanepool_lane_set_userdata(lane.raw, nil)

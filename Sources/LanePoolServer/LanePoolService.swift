@@ -131,7 +131,7 @@
     }
 
     private func summary(discarded: Int) -> Logger.Metadata {
-      let run = pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
+      let run = (pool.allLanes + pool.rescueLanes).reduce(0) { $0 + $1.info.tasksExecuted }
       return [
         "lanepool.pool": "\(pool.name)",
         "lanepool.tasks_run": .stringConvertible(run),
@@ -169,7 +169,7 @@
     init(pool: LanePool, logger: Logger) {
       self.pool = pool
       self.logger = logger
-      self.lanes = pool.allLanes
+      self.lanes = pool.allLanes + pool.rescueLanes
       // Stalls that ended before the service started are history; one under way now is
       // not seen yet, so the first look reports it.
       self.seen = Mutex(

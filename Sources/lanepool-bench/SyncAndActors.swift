@@ -158,7 +158,7 @@ final class DispatchQueueTaskExecutor: TaskExecutor, @unchecked Sendable {
 }
 
 func laneJobs(_ pool: LanePool) -> UInt64 {
-  pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
+  (pool.allLanes + pool.rescueLanes).reduce(0) { $0 + $1.info.tasksExecuted }
 }
 
 /// The ping-pong rows: `calls` awaited calls from one actor to another, median of

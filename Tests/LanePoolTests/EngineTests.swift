@@ -70,20 +70,26 @@ struct EngineTests {
     try await pool.shutdownGracefully()  // drains
     #expect(accepted.count == 1_000_000)
     #expect(ran.count == accepted.count)
-    let executed = pool.allLanes.reduce(0) { $0 + $1.info.tasksExecuted }
+    // Band work a held-up lane gave up ran on a rescue lane: counted there.
+    let executed = (pool.allLanes + pool.rescueLanes).reduce(0) { $0 + $1.info.tasksExecuted }
     #expect(executed == 1_000_000)
   }
 
-  @Test("the pool runs exactly 5 x lanesPerBand named threads, all gone after shutdown")
+  @Test("the pool runs exactly 5 x (lanesPerBand + 1) named threads (the rescue lanes too), all gone after shutdown")
   func threadsAndNames() async throws {
     let name = uniqueName("thr")
     let pool = try LanePool(name: name, lanesPerBand: 3)
-    #expect(threadCount(prefix: "\(name)-") == 15)
+    #expect(threadCount(prefix: "\(name)-") == 20)
     let names = Set(threadNames().filter { $0.hasPrefix("\(name)-") })
     var expected: Set<String> = []
-    for band in ["ui", "in", "df", "ut", "bg"] { for i in 0..<3 { expected.insert("\(name)-\(band)-\(i)") } }
+    for band in ["ui", "in", "df", "ut", "bg"] {
+      for i in 0..<3 { expected.insert("\(name)-\(band)-\(i)") }
+      expected.insert("\(name)-\(band)-r")
+    }
     #expect(names == expected)
-    for lane in pool.allLanes {
+    #expect(pool.rescueLanes.map(\.qos) == QoS.allCases)
+    #expect(pool.rescueLanes.allSatisfy { $0.index == 3 && $0.name.hasSuffix("-r") })
+    for lane in pool.allLanes + pool.rescueLanes {
       let info = lane.info
       #expect(info.isRunning)
       let comm = try String(contentsOfFile: "/proc/self/task/\(info.threadID)/comm", encoding: .utf8)
@@ -92,7 +98,7 @@ struct EngineTests {
     try await pool.shutdownGracefully()
     // Joined threads may stay listed in /proc/self/task for a moment: wait, bounded.
     #expect(await eventuallyAsync { threadCount(prefix: "\(name)-") == 0 }, "the pool's lane threads are still listed")
-    #expect(pool.allLanes.allSatisfy { !$0.info.isRunning })
+    #expect((pool.allLanes + pool.rescueLanes).allSatisfy { !$0.info.isRunning })
   }
 
   @Test("thread names stay within 15 bytes for long pool names")

@@ -92,12 +92,16 @@ struct LifecycleSwiftTests {
     // And a task that prefers the pool, queued behind a blocked lane of its band.
     let defaultGate = DispatchSemaphore(value: 0)
     try pool.queue(for: .default).async { defaultGate.wait() }
+    // The band's rescue lane would take the job 100 ms on (band work behind a lane that
+    // finishes nothing): held too, so the job stays queued for the cancel.
+    try pool.rescueLanes[QoS.default.bandIndex].async { defaultGate.wait() }
     let poolTask = Task(executorPreference: pool, priority: .medium) { 42 }
     #expect(await eventuallyAsync { pool.queue(for: .default).info.depth >= 1 })
 
     let shutdown = BackgroundShutdown(pool)
     #expect(await eventuallyAsync { pool.isShutDown })
     gate.signal()
+    defaultGate.signal()
     defaultGate.signal()
     let discarded = await shutdown.value()
     #expect((discarded ?? 0) >= jobs + 1, "the queued jobs were handed to discard")
@@ -247,7 +251,7 @@ struct LifecycleSwiftTests {
     do {
       let holder = Locked<YYDispatchQueuePool?>(YYDispatchQueuePool(name: name, queueCount: 1, qos: .utility))
       let queue = try #require(holder.withLock { $0 }).queue()
-      #expect(threadCount(prefix: "\(name)-") == 5)
+      #expect(threadCount(prefix: "\(name)-") == 10)  // 5 lanes and 5 rescue lanes
       queue.async {
         gate.wait()
         holder.withLock { $0 = nil }  // the last reference goes here, on the pool's own lane
@@ -275,7 +279,7 @@ struct LifecycleSwiftTests {
     #expect(said.first?.contains("'\(name)'") == true)
     #expect(said.first?.contains("shutdownGracefully()") == true)
     // Its threads do keep running (the documented choice); stop them through C.
-    #expect(threadCount(prefix: "\(name)-") == 5)
+    #expect(threadCount(prefix: "\(name)-") == 10)  // 5 lanes and 5 rescue lanes
     #expect(lanepool_shutdown(lane!.core.raw, LANEPOOL_SHUTDOWN_DRAIN, nil, nil) == 0)
     // Joined threads may stay listed in /proc/self/task for a moment: wait, bounded.
     #expect(eventually { threadCount(prefix: "\(name)-") == 0 }, "the pool's lane threads are still listed")

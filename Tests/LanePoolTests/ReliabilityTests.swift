@@ -27,7 +27,7 @@ struct StressResult: CustomStringConvertible {
 /// (unordered, counted), with random yields. Returns the tallies.
 func stress(producers: Int = 8, perProducer: Int, ringCapacity: Int = 64) async throws -> StressResult {
   let pool = try LanePool(name: uniqueName("strs"), lanesPerBand: 2, ringCapacity: ringCapacity)
-  let lanes = pool.allLanes
+  let lanes = pool.allLanes + pool.rescueLanes  // band work may run on a rescue lane
   let states = lanes.map { _ in StressLaneState(producers: producers) }
   let flat = Dictionary(uniqueKeysWithValues: lanes.enumerated().map { (ObjectIdentifier($1), $0) })
   let accepted = Counter()

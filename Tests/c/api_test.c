@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,11 +180,52 @@ static void test_no_loss(void) {
 
 /* ---- threads: count, names, gone after shutdown ------------------------------ */
 
+/* The kernel thread id of this process's thread named exactly `name`, or 0. */
+static pid_t thread_named(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return 0;
+  pid_t tid = 0;
+  struct dirent *e;
+  while (!tid && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f)) {
+      comm[strcspn(comm, "\n")] = 0;
+      if (strcmp(comm, name) == 0) tid = (pid_t)atoi(e->d_name);
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return tid;
+}
+
+/* Three lanes per band and each band's rescue lane (lane.c, "The rescue lane"), which
+ * runs at its band's nice like the band's lanes. */
 static void test_threads(void) {
   lanepool_t *p = make_pool("cthreads", 3, 0);
-  CHECK(count_threads("cthreads-") == 15);
-  CHECK(count_threads("cthreads-ui-") == 3);
+  CHECK(count_threads("cthreads-") == 20);
+  CHECK(count_threads("cthreads-ui-") == 4);
   CHECK(count_threads("cthreads-bg-2") == 1);
+  static const char *const bands[] = {"ui", "in", "df", "ut", "bg"};
+  static const lanepool_qos_t qos[] = {LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED,
+                                       LANEPOOL_QOS_DEFAULT, LANEPOOL_QOS_UTILITY,
+                                       LANEPOOL_QOS_BACKGROUND};
+  for (int b = 0; b < 5; b++) {
+    char name[32];
+    snprintf(name, sizeof name, "cthreads-%s-r", bands[b]);
+    pid_t tid = thread_named(name);
+    CHECK(tid > 0);
+    lanepool_lane_t *lane = NULL;
+    lanepool_lane_info_t info;
+    CHECK_RC(lanepool_get_lane(p, qos[b], 0, &lane), 0);
+    CHECK_RC(lanepool_lane_info(lane, &info), 0);
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+    CHECK(errno == 0 && nice == info.nice.got);
+  }
   CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK(count_threads("cthreads-") == 0);
   CHECK_RC(lanepool_destroy(p), 0);

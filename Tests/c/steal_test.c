@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#ifndef WAIT_CAP_NS
 #define WAIT_CAP_NS (30ull * 1000000000ull)
+#endif
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -219,6 +221,108 @@ static void test_older_band_work_first_twice(void) {
   CHECK(atomic_load(&o.order[1]) == 2);
   CHECK(atomic_load(&o.order[2]) == 3);
   older_finish(&o);
+}
+
+/* ---- the rescue lane: band work stuck behind lanes that all wait for it ----------- */
+
+/* Every lane of the band is held by a task that waits for band work queued behind one
+ * of them; no lane of the band is free to take it. The band's rescue lane takes it
+ * (LANEPOOL__RESCUE_NS after the held lane last finished a task): the waits end by
+ * their condition, never by the cap. Two shapes:
+ *  - one lane per band: X pushes T2 (LOCAL: on its own lane) and waits for it;
+ *  - two lanes (a hostile review's shape): X on A pushes T1 (LOCAL, on A) and waits
+ *    for it; Y on B, a millisecond later, pushes T2 (LOCAL, on B) and returns; B takes
+ *    T1 first (older band work first), and T1 waits for T2, queued behind it on B.
+ * Without the rescue lane, T2's or T1's wait reaches the cap. With `drain`, the pool is
+ * drained while the band is stuck: the drain waits for the rescue, nothing is lost. */
+typedef struct rescue_run {
+  lanepool_t *pool;
+  bool two_lanes;
+  _Atomic int x_pushed, t1_done, t2_done, x_done;
+  _Atomic int x_ok, t1_ok; /* their waits ended by their condition */
+  _Atomic int t1_runs, t2_runs, x_rc, y_rc;
+  lanepool_lane_t *_Atomic t1_lane, *_Atomic t2_lane;
+  lanepool_lane_info_t t2_info;
+} rescue_run;
+
+static void rescue_t2(void *arg) {
+  rescue_run *r = arg;
+  atomic_store(&r->t2_lane, current());
+  r->t2_info.struct_size = 0;
+  if (current()) (void)lanepool_lane_info(current(), &r->t2_info);
+  atomic_fetch_add(&r->t2_runs, 1);
+  atomic_store(&r->t2_done, 1);
+}
+
+static void rescue_t1(void *arg) {
+  rescue_run *r = arg;
+  atomic_store(&r->t1_lane, current());
+  atomic_fetch_add(&r->t1_runs, 1);
+  atomic_store(&r->t1_ok, wait_flag(&r->t2_done));
+  atomic_store(&r->t1_done, 1);
+}
+
+static void rescue_x(void *arg) {
+  rescue_run *r = arg;
+  lanepool_fn first = r->two_lanes ? rescue_t1 : rescue_t2;
+  atomic_store(&r->x_rc, lanepool_async_flags(r->pool, LANEPOOL_QOS_DEFAULT, first, r,
+                                              LANEPOOL_SUBMIT_LOCAL));
+  atomic_store(&r->x_pushed, 1);
+  atomic_store(&r->x_ok, wait_flag(r->two_lanes ? &r->t1_done : &r->t2_done));
+  atomic_store(&r->x_done, 1);
+}
+
+static void rescue_y(void *arg) {
+  rescue_run *r = arg;
+  (void)wait_flag(&r->x_pushed);
+  struct timespec ms = {0, 1000000};
+  nanosleep(&ms, NULL); /* T2's stamp later than T1's: B takes T1 first */
+  atomic_store(&r->y_rc, lanepool_async_flags(r->pool, LANEPOOL_QOS_DEFAULT, rescue_t2, r,
+                                              LANEPOOL_SUBMIT_LOCAL));
+}
+
+static void test_rescue_lane(bool two_lanes, bool drain) {
+  current_test = two_lanes ? (drain ? "rescue lane: two blocked lanes, drained meanwhile"
+                                    : "rescue lane: two lanes each blocked on band work queued "
+                                      "behind the other's task")
+                           : (drain ? "rescue lane: one blocked lane, drained meanwhile"
+                                    : "rescue lane: a band's only lane blocked on band work "
+                                      "queued behind it");
+  rescue_run r = {0};
+  r.two_lanes = two_lanes;
+  r.pool = make_pool(two_lanes ? "rescue2" : "rescue1", two_lanes ? 2 : 1);
+  lanepool_lane_t *a = NULL, *b = NULL;
+  CHECK_RC(lanepool_get_lane(r.pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  if (two_lanes) {
+    CHECK_RC(lanepool_get_lane(r.pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
+    CHECK_RC(lanepool_lane_async(b, rescue_y, &r), 0);
+  }
+  CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
+  if (drain) {
+    CHECK(wait_flag(&r.x_pushed));
+    CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  }
+  CHECK(wait_flag(&r.x_done));
+  CHECK_RC(atomic_load(&r.x_rc), 0);
+  CHECK_RC(atomic_load(&r.y_rc), 0);
+  CHECK(atomic_load(&r.x_ok));
+  CHECK(atomic_load(&r.t2_runs) == 1);
+  if (two_lanes) {
+    CHECK(atomic_load(&r.t1_ok));
+    CHECK(atomic_load(&r.t1_runs) == 1);
+    CHECK(atomic_load(&r.t1_lane) == b); /* the shape: B took the older T1 */
+  }
+  /* T2 ran on the band's rescue lane: a lane of the pool no band pick reaches. */
+  lanepool_lane_t *t2 = atomic_load(&r.t2_lane);
+  CHECK(t2 != NULL && t2 != a && t2 != b);
+  CHECK(r.t2_info.struct_size != 0);
+  CHECK(r.t2_info.qos == LANEPOOL_QOS_DEFAULT);
+  CHECK(r.t2_info.index == (two_lanes ? 2u : 1u));
+  CHECK(r.t2_info.tasks_stolen >= 1);
+  size_t len = strlen(r.t2_info.thread_name);
+  CHECK(len >= 2 && strcmp(r.t2_info.thread_name + len - 2, "-r") == 0);
+  if (!drain) CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(r.pool), 0);
 }
 
 /* ---- lane-bound tasks stay on their lane, in order --------------------------------- */
@@ -495,6 +599,13 @@ int main(int argc, char **argv) {
   for (int r = 0; r < rounds; r++) test_older_band_work_first();
   for (int r = 0; r < rounds; r++) test_older_band_work_first_twice();
   test_lookout_gives_up_when_band_work_ends();
+  /* Each waits LANEPOOL__RESCUE_NS or two: a few rounds. */
+  for (int r = 0; r < (rounds + 9) / 10; r++) {
+    test_rescue_lane(false, false);
+    test_rescue_lane(true, false);
+    test_rescue_lane(false, true);
+    test_rescue_lane(true, true);
+  }
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
     test_exactly_once(r, LANEPOOL_SHUTDOWN_CANCEL);
