@@ -240,7 +240,7 @@ typedef struct rescue_run {
   bool two_lanes;
   _Atomic int x_pushed, t1_done, t2_done, x_done;
   _Atomic int x_ok, t1_ok; /* their waits ended by their condition */
-  _Atomic int t1_runs, t2_runs, x_rc, y_rc;
+  _Atomic int t1_runs, t2_runs, x_rc, y_rc, stop_rc, destroy_rc;
   lanepool_lane_t *_Atomic t1_lane, *_Atomic t2_lane;
   lanepool_lane_info_t t2_info;
 } rescue_run;
@@ -250,6 +250,10 @@ static void rescue_t2(void *arg) {
   atomic_store(&r->t2_lane, current());
   r->t2_info.struct_size = 0;
   if (current()) (void)lanepool_lane_info(current(), &r->t2_info);
+  /* A rescued task is on one of the pool's threads: ending the pool from here would
+   * wait for itself. */
+  atomic_store(&r->stop_rc, lanepool_shutdown(r->pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL));
+  atomic_store(&r->destroy_rc, lanepool_destroy(r->pool));
   atomic_fetch_add(&r->t2_runs, 1);
   atomic_store(&r->t2_done, 1);
 }
@@ -321,8 +325,84 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
   CHECK(r.t2_info.tasks_stolen >= 1);
   size_t len = strlen(r.t2_info.thread_name);
   CHECK(len >= 2 && strcmp(r.t2_info.thread_name + len - 2, "-r") == 0);
+  CHECK_RC(atomic_load(&r.stop_rc), EDEADLK);
+  CHECK_RC(atomic_load(&r.destroy_rc), EDEADLK);
   if (!drain) CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK_RC(lanepool_destroy(r.pool), 0);
+}
+
+/* A cancel while the rescue lane runs a rescued task that blocks: the cancel waits for
+ * it (each lane finishes its current task), and band work queued behind the blocked
+ * lane meanwhile (the rescue lane busy) reaches the discard callback once, never runs. */
+static struct {
+  lanepool_t *pool;
+  _Atomic int x_pushed, t2_started, release, t2_done, t3_ran, t3_discarded, others;
+  _Atomic int x_ok, x_rc, cancel_rc;
+  lanepool_lane_t *_Atomic t2_lane;
+} rc_run;
+
+static void rc_t3(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&rc_run.t3_ran, 1);
+}
+static void rc_t2(void *arg) {
+  (void)arg;
+  atomic_store(&rc_run.t2_lane, current());
+  atomic_store(&rc_run.t2_started, 1);
+  (void)wait_flag(&rc_run.release);
+  atomic_store(&rc_run.t2_done, 1);
+}
+static void rc_x(void *arg) {
+  (void)arg;
+  atomic_store(&rc_run.x_rc, lanepool_async_flags(rc_run.pool, LANEPOOL_QOS_DEFAULT, rc_t2, NULL,
+                                                  LANEPOOL_SUBMIT_LOCAL));
+  atomic_store(&rc_run.x_pushed, 1);
+  atomic_store(&rc_run.x_ok, wait_flag(&rc_run.t2_done));
+}
+static void rc_discard(lanepool_fn fn, void *ctx, void *arg) {
+  (void)ctx;
+  (void)arg;
+  if (fn == rc_t3)
+    atomic_fetch_add(&rc_run.t3_discarded, 1);
+  else
+    atomic_fetch_add(&rc_run.others, 1);
+}
+static void *rc_cancel(void *arg) {
+  (void)arg;
+  atomic_store(&rc_run.cancel_rc,
+               lanepool_shutdown(rc_run.pool, LANEPOOL_SHUTDOWN_CANCEL, rc_discard, NULL));
+  return NULL;
+}
+
+static void test_rescue_lane_cancelled(void) {
+  current_test = "rescue lane: a cancel waits for its rescued task, discards what waits";
+  memset(&rc_run, 0, sizeof rc_run);
+  rc_run.pool = make_pool("rescuec", 1);
+  lanepool_lane_t *a = NULL;
+  CHECK_RC(lanepool_get_lane(rc_run.pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  CHECK_RC(lanepool_lane_async(a, rc_x, NULL), 0);
+  CHECK(wait_flag(&rc_run.t2_started)); /* rescued, and blocked */
+  /* Band work behind A, while the rescue lane is held by T2: nobody can take it. */
+  CHECK_RC(lanepool__lane_push(a, rc_t3, NULL, NULL, LANEPOOL__PUSH_STEAL), 0);
+  pthread_t t;
+  CHECK_RC(pthread_create(&t, NULL, rc_cancel, NULL), 0);
+  for (;;) { /* the cancel has begun: lanes start no more tasks */
+    lanepool_info_t info;
+    CHECK_RC(lanepool_info(rc_run.pool, &info), 0);
+    if (info.shut_down) break;
+    sched_yield();
+  }
+  atomic_store(&rc_run.release, 1);
+  pthread_join(t, NULL);
+  CHECK_RC(atomic_load(&rc_run.cancel_rc), 0);
+  CHECK_RC(atomic_load(&rc_run.x_rc), 0);
+  CHECK(atomic_load(&rc_run.x_ok));
+  lanepool_lane_t *t2 = atomic_load(&rc_run.t2_lane);
+  CHECK(t2 != NULL && t2 != a);
+  CHECK(atomic_load(&rc_run.t3_ran) == 0);
+  CHECK(atomic_load(&rc_run.t3_discarded) == 1);
+  CHECK(atomic_load(&rc_run.others) == 0);
+  CHECK_RC(lanepool_destroy(rc_run.pool), 0);
 }
 
 /* ---- lane-bound tasks stay on their lane, in order --------------------------------- */
@@ -605,6 +685,7 @@ int main(int argc, char **argv) {
     test_rescue_lane(true, false);
     test_rescue_lane(false, true);
     test_rescue_lane(true, true);
+    test_rescue_lane_cancelled();
   }
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
