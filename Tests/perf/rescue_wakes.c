@@ -61,8 +61,7 @@ static _Atomic uint64_t ran;
 static void spin_50us(void *ctx) {
   (void)ctx;
   uint64_t end = now_ns() + 50000;
-  while (now_ns() < end) {
-  }
+  while (now_ns() < end) {}
   atomic_fetch_add(&ran, 1);
 }
 static void count(void *ctx) {
