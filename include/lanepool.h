@@ -397,7 +397,8 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
 LANEPOOL_API int lanepool_config_check(const lanepool_config_t *cfg, const char **field);
 
 /**
- * Creates a pool and starts its 5 x lanes_per_band lane threads. Returns once every
+ * Creates a pool and starts its 5 x (lanes_per_band + 1) lane threads (each band's
+ * lanes and its rescue lane, lanepool_rescue_lane). Returns once every
  * lane is running and parked or ready for tasks.
  * Returns 0, EINVAL (NULL cfg/out, empty name, bad lane count or ring capacity, a
  * policy out of range, FIFO/RR without allow_realtime, a bad placement or CPU list),
@@ -518,12 +519,15 @@ LANEPOOL_API int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos,
 LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
                                    lanepool_lane_t **out);
 
-/** The band's rescue lane: one more lane per band, which no pick reaches and which runs
- *  only band work held up behind lanes whose tasks do not finish (docs/architecture.md,
- *  "The rescue lane"). Tasks may run on it, so lanepool_current_lane() may answer it: a
+/** The band's rescue lane: one more lane per band, which no pick reaches and which takes
+ *  band work held up behind lanes whose tasks do not finish (docs/architecture.md, "The
+ *  rescue lane"). Tasks may run on it, so lanepool_current_lane() may answer it: a
  *  layer that keeps an object per lane in the userdata word (the Swift facade) sets one
- *  for it too. lanepool_lane_info() reports it with index lanes_per_band, its thread
- *  is named `<pool>-<band>-r`. 0, EINVAL (bad argument), EOWNERDEAD (a fork child). */
+ *  for it too. lanepool_lane_info() and lanepool_lane_position() report it with index
+ *  lanes_per_band (lanepool_get_lane() has no such index); its thread is named
+ *  `<pool>-<band>-r`. Work queued on it directly (lanepool_lane_async, a sync, which is
+ *  always queued there, never run inline) runs there and holds it: it rescues nothing
+ *  meanwhile. 0, EINVAL (bad argument), EOWNERDEAD (a fork child). */
 LANEPOOL_API int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
 
 /** The lane a key maps to: the same key always gives the same lane of a band, so
@@ -531,8 +535,9 @@ LANEPOOL_API int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lane
 LANEPOOL_API int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
                                        lanepool_lane_t **out);
 
-/** The lane the calling thread is running a task on. 0, EINVAL (NULL out) or ESRCH
- *  (the caller is not a lane thread). */
+/** The lane the calling thread is running a task on (a rescue lane too: band work may
+ *  run there, lanepool_rescue_lane). 0, EINVAL (NULL out) or ESRCH (the caller is not a
+ *  lane thread). */
 LANEPOOL_API int lanepool_current_lane(lanepool_lane_t **out);
 
 /* ---- Submitting ------------------------------------------------------------- */

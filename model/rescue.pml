@@ -11,8 +11,11 @@
  * Checked (run model/check-rescue), under weak fairness (a timed wait always times out
  * eventually; an untimed one needs a wake):
  *   - rescued: the work lane 0 queued is eventually taken, whatever the rescue lane was
- *     doing when it was pushed;
- *   - once: it is taken once.
+ *     doing when it was pushed.
+ * Left out: LANE_LENT (a rescue lane is never lent: lane_borrow refuses it), pushes from
+ * the rescue lane (a LOCAL submit there goes to a band lane), and that a take needs two
+ * looks LANEPOOL__RESCUE_NS apart (the C code gets them because a non-empty ring keeps
+ * its parks timed). That a cell is taken once is ring.h's CAS (ring_test), not this.
  *
  * BROKEN selects a wrong variant, to see the checker catch it:
  *   1: the rescue lane reads the band's rings before it stores rescue_idle (no Dekker pair)
@@ -30,7 +33,6 @@
 byte sleeping[2];  /* lane.c: lane->sleeping (lane 0's stays AWAKE: it is in its task) */
 byte tail = 0;     /* band work lane 0 ever queued */
 byte head = 0;     /* ... taken */
-byte takes = 0;
 bool rescue_idle = false; /* pool->watch[band].rescue_idle */
 
 inline wake_if_parked(l) {
@@ -51,7 +53,7 @@ proctype rescue(bool calm0) {
   bool calm = calm0, timed, queued;
 loop:
   /* rescue_take: lane 0 is awake, its queue has not moved */
-  atomic { if :: tail > head -> head++; takes++; goto loop :: else -> skip fi };
+  atomic { if :: tail > head -> head++; goto loop :: else -> skip fi };
   /* park_spare */
   sleeping[R] = PARKED;
   if
@@ -95,4 +97,3 @@ init {
 }
 
 ltl rescued { <> (head == 1) }
-ltl once { [] (takes <= 1) }

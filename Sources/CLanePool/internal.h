@@ -253,7 +253,10 @@ struct lanepool {
   lanepool_placement_t placement;
   lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
   int *allowed_cpus;           /* the creator's allowed CPUs (all of them), for the timer */
-  uint64_t generation;         /* fork generation at creation */
+  int *rescue_cpus;            /* pinned or per-node placement: every CPU a band lane may run
+                                  on, where the rescue lanes run; NULL: they float */
+  uint32_t rescue_cpu_count;
+  uint64_t generation; /* fork generation at creation */
   uint64_t stall_threshold_ns;
   lanepool_log_fn log;
   void *log_arg;

@@ -1045,8 +1045,9 @@ static void lane_loop(lanepool_lane_t *lane) {
       got = sr == SPILL_TOOK && batch_pop(lane, &task);
     }
     /* The rescue lane, its own queue empty: a band lane's task stuck behind a task
-     * that does not end. (Once its ring is closed nothing is stuck: the drain's
-     * balance held, or the pool cancels.) */
+     * that does not end. Not once its ring is closed: the pool cancels, or the drain's
+     * balance held (a continuation accepted after it that gets stuck behind a band
+     * lane is not rescued then; it waits for that lane, as before rescue lanes). */
     if (!got && __builtin_expect(lane->spare, 0) && !lanepool__ring_closed(&lane->ring))
       got = rescue_take(lane, &task);
     if (got) {
@@ -1464,6 +1465,10 @@ static void lane_finish_lent(lanepool_lane_t *lane) {
  * is queued, the ring is open and the pool running. */
 static bool lane_borrow(lanepool_lane_t *lane) {
   uint32_t parked = LANE_PARKED;
+  /* A rescue lane is never lent: parked without a timeout, it waits for a band push's
+   * wake, which a LENT word would swallow (the give-back looks at its own ring only).
+   * A sync onto it is queued and run by its thread. */
+  if (lane->spare) return false;
   if (atomic_load_explicit(&lane->sleeping, memory_order_relaxed) != LANE_PARKED ||
       !atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_LENT,
                                                memory_order_seq_cst, memory_order_relaxed))

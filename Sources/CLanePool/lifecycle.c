@@ -353,6 +353,7 @@ void lanepool__pool_free(lanepool_t *pool) {
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
   free(pool->allowed_cpus);
+  free(pool->rescue_cpus);
 #ifdef LANEPOOL_TEST_INJECT
   /* Test builds: a read after the free finds garbage, not a pool that looks joined. */
   memset(pool, 0xA5, sizeof *pool);

@@ -360,10 +360,14 @@ int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_b
 
 /* In the lane thread: pins to one CPU, or binds to the node's CPUs. 0 or errno. */
 int lanepool__apply_placement(lanepool_lane_t *lane) {
-  if (lane->cpu < 0 && lane->node < 0) return 0;
+  const lanepool_t *pool = lane->pool;
+  if (lane->spare && pool->rescue_cpu_count == 0) return 0; /* floats, as band lanes do */
+  if (!lane->spare && lane->cpu < 0 && lane->node < 0) return 0;
   cpu_set_t *set;
   size_t size = 0;
-  if (lane->cpu >= 0) {
+  if (lane->spare) { /* a rescue lane: every CPU of its pool's band lanes */
+    set = lanepool__cpu_set_of(pool->rescue_cpus, pool->rescue_cpu_count, &size);
+  } else if (lane->cpu >= 0) {
     set = lanepool__cpu_set_of(&lane->cpu, 1, &size);
   } else {
     const lanepool__topo_node *n = lanepool__topology_node(&lane->pool->topology, lane->node);

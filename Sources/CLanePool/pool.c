@@ -203,6 +203,34 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   return pool;
 }
 
+/* Adds `cpu` to pool->rescue_cpus (room for `cap`) unless there already. */
+static void rescue_cpu_add(lanepool_t *pool, int cpu, uint32_t cap) {
+  for (uint32_t k = 0; k < pool->rescue_cpu_count; k++)
+    if (pool->rescue_cpus[k] == cpu) return;
+  if (pool->rescue_cpu_count < cap) pool->rescue_cpus[pool->rescue_cpu_count++] = cpu;
+}
+
+static int rescue_cpus(lanepool_t *pool, const lanepool_lane_placement_t *plan, uint32_t n) {
+  uint32_t cap = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const lanepool__topo_node *node = plan[i].cpu < 0 && plan[i].node >= 0
+                                          ? lanepool__topology_node(&pool->topology, plan[i].node)
+                                          : NULL;
+    cap += node ? node->cpu_count : 1;
+  }
+  if (!(pool->rescue_cpus = calloc(cap ? cap : 1, sizeof *pool->rescue_cpus))) return ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    if (plan[i].cpu >= 0) {
+      rescue_cpu_add(pool, plan[i].cpu, cap);
+    } else if (plan[i].node >= 0) {
+      const lanepool__topo_node *node = lanepool__topology_node(&pool->topology, plan[i].node);
+      for (uint32_t k = 0; node && k < node->cpu_count; k++)
+        rescue_cpu_add(pool, node->cpus[k], cap);
+    }
+  }
+  return 0;
+}
+
 /* Step 2: where each lane index goes (the same plan for every band), then the lanes. */
 static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   uint32_t per_band = pool->lanes_per_band;
@@ -234,7 +262,10 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
       pool->lanes[b * per_band + i] = lane;
     }
   }
-  /* Each band's rescue lane: its band's policy, no pinning, no NUMA node. */
+  /* Where the rescue lanes run: with placement, on the union of the band lanes' CPUs
+   * (a CPU or a node's CPUs each), so they keep to the CPUs the pool was given. */
+  if (!rc && cfg->placement != LANEPOOL_PLACEMENT_NONE) rc = rescue_cpus(pool, plan, per_band);
+  /* Each band's rescue lane: its band's policy, on no NUMA node. */
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
     lanepool_lane_t *spare =
         lanepool__lane_new(pool, b, per_band, cfg, (lanepool_lane_placement_t){-1, -1}, &rc);
@@ -575,8 +606,11 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
    * thread. Otherwise the load-aware pick. */
   lanepool_lane_t *cur = lanepool__current;
   if (cur && cur->pool != pool) cur = NULL; /* a lane of another pool counts as outside */
+  /* Never onto a rescue lane: nothing steals from its ring (lane.c, "The rescue lane"),
+   * so what a rescued task queues there would wait for that task, which may be waiting
+   * for it. */
   lanepool_lane_t *lane = (flags & LANEPOOL_SUBMIT_LOCAL) && cur && cur->band == (uint32_t)b &&
-                                  lanepool__lane_depth(cur) == 0
+                                  !cur->spare && lanepool__lane_depth(cur) == 0
                               ? cur
                               : lanepool__pick(pool, b);
   /* Bound to no lane: an idle lane of the band may take it if this one is held up.

@@ -43,7 +43,8 @@ public final class LanePool: @unchecked Sendable {
   /// True for the process-wide default pool.
   public let isDefault: Bool
 
-  /// Starts a pool; returns once its 5 × lanesPerBand threads run.
+  /// Starts a pool; returns once its 5 × (lanesPerBand + 1) threads run (each band's lanes
+  /// and its rescue lane, ``rescueLanes``).
   /// - Throws: ``LanePoolError/invalidArgument(_:)`` naming the bad setting, or
   ///   ``LanePoolError/system(errno:)`` when threads or memory cannot be had.
   public convenience init(

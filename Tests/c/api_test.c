@@ -231,6 +231,48 @@ static void test_threads(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* The rescue lanes keep to the pool's CPUs: with CPU_LIST placement, the listed CPUs;
+ * with none, the creating thread's allowed set, as the band lanes. */
+static int affinity_of(pid_t tid, cpu_set_t *set) {
+  CPU_ZERO(set);
+  return sched_getaffinity(tid, sizeof *set, set);
+}
+
+static void test_rescue_lane_placement(void) {
+  cpu_set_t mine, set;
+  CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &mine)) first = c;
+  CHECK(first >= 0);
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "crplace";
+  cfg.lanes_per_band = 2;
+  cfg.placement = LANEPOOL_PLACEMENT_CPU_LIST;
+  int cpus[1] = {first};
+  cfg.cpus = cpus;
+  cfg.cpu_count = 1;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  static const char *const bands[] = {"ui", "in", "df", "ut", "bg"};
+  for (int b = 0; b < 5; b++) {
+    char name[32];
+    snprintf(name, sizeof name, "crplace-%s-r", bands[b]);
+    pid_t tid = thread_named(name);
+    CHECK(tid > 0 && affinity_of(tid, &set) == 0);
+    CHECK(CPU_COUNT(&set) == 1 && CPU_ISSET(first, &set));
+  }
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+  p = make_pool("crfloat", 1, 0);
+  pid_t tid = thread_named("crfloat-df-r");
+  CHECK(tid > 0 && affinity_of(tid, &set) == 0);
+  CHECK(CPU_EQUAL(&set, &mine));
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
 /* ---- drain vs cancel --------------------------------------------------------- */
 
 static _Atomic uint64_t ran_slow, discarded;
@@ -762,6 +804,7 @@ int main(void) {
   test_fifo();
   test_no_loss();
   test_threads();
+  test_rescue_lane_placement();
   test_cancel();
   test_async2_bad_input();
   test_async2_fifo();

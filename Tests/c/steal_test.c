@@ -24,7 +24,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef WAIT_CAP_NS
 #define WAIT_CAP_NS (30ull * 1000000000ull)
@@ -285,6 +287,24 @@ static void rescue_y(void *arg) {
                                               LANEPOOL_SUBMIT_LOCAL));
 }
 
+/* A drain on its own thread, so that a drain that never ends fails the wait's cap
+ * instead of hanging the test. */
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int rc, done;
+} drain_call;
+static void *drain_thread(void *arg) {
+  drain_call *d = arg;
+  atomic_store(&d->rc, lanepool_shutdown(d->pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL));
+  atomic_store(&d->done, 1);
+  return NULL;
+}
+
+/* Two-lane rounds in which B took T1 (the shape); a B preempted for the rescue lane's
+ * 100 ms leaves T1 to the rescue lane instead, which is also a rescue but not the
+ * shape: main() checks that at least one round had the shape. */
+static int rescue_shape_rounds, rescue_two_lane_rounds;
+
 static void test_rescue_lane(bool two_lanes, bool drain) {
   current_test = two_lanes ? (drain ? "rescue lane: two blocked lanes, drained meanwhile"
                                     : "rescue lane: two lanes each blocked on band work queued "
@@ -302,23 +322,41 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
     CHECK_RC(lanepool_lane_async(b, rescue_y, &r), 0);
   }
   CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
+  drain_call d = {.pool = r.pool};
+  pthread_t drainer;
   if (drain) {
     CHECK(wait_flag(&r.x_pushed));
-    CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+    CHECK_RC(pthread_create(&drainer, NULL, drain_thread, &d), 0);
+    if (!wait_flag(&d.done)) {
+      fprintf(stderr, "%s: the drain did not end within the cap\n", current_test);
+      exit(1);
+    }
+    pthread_join(drainer, NULL);
+    CHECK_RC(atomic_load(&d.rc), 0);
   }
   CHECK(wait_flag(&r.x_done));
   CHECK_RC(atomic_load(&r.x_rc), 0);
   CHECK_RC(atomic_load(&r.y_rc), 0);
   CHECK(atomic_load(&r.x_ok));
   CHECK(atomic_load(&r.t2_runs) == 1);
+  lanepool_lane_t *rescue = NULL;
+  CHECK_RC(lanepool_rescue_lane(r.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
   if (two_lanes) {
     CHECK(atomic_load(&r.t1_ok));
     CHECK(atomic_load(&r.t1_runs) == 1);
-    CHECK(atomic_load(&r.t1_lane) == b); /* the shape: B took the older T1 */
+    rescue_two_lane_rounds++;
+    if (atomic_load(&r.t1_lane) != b) { /* B came late: the rescue lane took T1 */
+      CHECK(atomic_load(&r.t1_lane) == rescue);
+      CHECK(atomic_load(&r.t2_lane) == b);
+      if (!drain) CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+      CHECK_RC(lanepool_destroy(r.pool), 0);
+      return;
+    }
+    rescue_shape_rounds++; /* the shape: B took the older T1 */
   }
   /* T2 ran on the band's rescue lane: a lane of the pool no band pick reaches. */
   lanepool_lane_t *t2 = atomic_load(&r.t2_lane);
-  CHECK(t2 != NULL && t2 != a && t2 != b);
+  CHECK(t2 == rescue && t2 != a && t2 != b);
   CHECK(r.t2_info.struct_size != 0);
   CHECK(r.t2_info.qos == LANEPOOL_QOS_DEFAULT);
   CHECK(r.t2_info.index == (two_lanes ? 2u : 1u));
@@ -328,6 +366,95 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
   CHECK_RC(atomic_load(&r.stop_rc), EDEADLK);
   CHECK_RC(atomic_load(&r.destroy_rc), EDEADLK);
   if (!drain) CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(r.pool), 0);
+}
+
+/* A rescued task that submits LOCAL and waits for it (what a Swift job does with any
+ * task it starts): the work goes to a band lane, never onto the rescue lane's own ring,
+ * which nothing steals from. Both band lanes are held while W is rescued and let go
+ * once W has submitted X; X then runs on one of them and W's wait ends. (The build
+ * before this test queued X behind W on the rescue lane: W waited for its cap.) */
+static struct {
+  lanepool_t *pool;
+  _Atomic int w_pushed, release, x_done, w_ok, w_rc, held;
+  lanepool_lane_t *_Atomic w_lane, *_Atomic x_lane;
+} rl_run;
+
+static void rl_hold(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&rl_run.held, 1);
+  (void)wait_flag(&rl_run.release);
+}
+static void rl_x(void *arg) {
+  (void)arg;
+  atomic_store(&rl_run.x_lane, current());
+  atomic_store(&rl_run.x_done, 1);
+}
+static void rl_w(void *arg) {
+  (void)arg;
+  atomic_store(&rl_run.w_lane, current());
+  atomic_store(&rl_run.w_rc, lanepool_async_flags(rl_run.pool, LANEPOOL_QOS_DEFAULT, rl_x, NULL,
+                                                  LANEPOOL_SUBMIT_LOCAL));
+  atomic_store(&rl_run.w_pushed, 1);
+  atomic_store(&rl_run.w_ok, wait_flag(&rl_run.x_done));
+}
+
+static void test_rescued_task_submits_local(void) {
+  current_test = "rescue lane: what a rescued task submits LOCAL goes to a band lane";
+  memset(&rl_run, 0, sizeof rl_run);
+  rl_run.pool = make_pool("rescuel", 2);
+  lanepool_lane_t *a = NULL, *b = NULL, *rescue = NULL;
+  CHECK_RC(lanepool_get_lane(rl_run.pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  CHECK_RC(lanepool_get_lane(rl_run.pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
+  CHECK_RC(lanepool_rescue_lane(rl_run.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
+  CHECK_RC(lanepool_lane_async(a, rl_hold, NULL), 0);
+  CHECK_RC(lanepool_lane_async(b, rl_hold, NULL), 0);
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (atomic_load(&rl_run.held) < 2 && now_ns() < end) sched_yield();
+  CHECK(atomic_load(&rl_run.held) == 2);
+  CHECK_RC(lanepool__lane_push(a, rl_w, NULL, NULL, LANEPOOL__PUSH_STEAL), 0);
+  CHECK(wait_flag(&rl_run.w_pushed));
+  atomic_store(&rl_run.release, 1);
+  end = now_ns() + WAIT_CAP_NS;
+  while (!atomic_load(&rl_run.w_ok) && now_ns() < end) sched_yield();
+  CHECK(atomic_load(&rl_run.w_ok));
+  CHECK_RC(atomic_load(&rl_run.w_rc), 0);
+  CHECK(atomic_load(&rl_run.w_lane) == rescue);
+  lanepool_lane_t *x = atomic_load(&rl_run.x_lane);
+  CHECK(x == a || x == b);
+  CHECK_RC(lanepool_shutdown(rl_run.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(rl_run.pool), 0);
+}
+
+/* A sync onto a rescue lane runs on its thread, never inline on the caller's: lent, a
+ * rescue lane parked without a timeout would swallow the wake of the band push it
+ * waits for (a lent lane's give-back looks at its own ring only). After the sync, band
+ * work behind a blocked lane is still rescued. */
+static _Atomic int sync_tid;
+static void record_tid(void *arg) {
+  (void)arg;
+  atomic_store(&sync_tid, (int)syscall(SYS_gettid));
+}
+
+static void test_rescue_lane_is_never_lent(void) {
+  current_test = "rescue lane: a sync onto it runs on its thread, and it still rescues after";
+  rescue_run r = {0};
+  r.pool = make_pool("rescues", 1);
+  lanepool_lane_t *a = NULL, *rescue = NULL;
+  CHECK_RC(lanepool_get_lane(r.pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  CHECK_RC(lanepool_rescue_lane(r.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
+  struct timespec ms = {0, 2000000};
+  nanosleep(&ms, NULL); /* parked by now, most likely (either way the check holds) */
+  CHECK_RC(lanepool_lane_sync(rescue, record_tid, NULL), 0);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(rescue, &info), 0);
+  CHECK(atomic_load(&sync_tid) == (int)info.tid);
+  CHECK(atomic_load(&sync_tid) != (int)syscall(SYS_gettid));
+  CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
+  CHECK(wait_flag(&r.x_done));
+  CHECK(atomic_load(&r.x_ok));
+  CHECK(atomic_load(&r.t2_lane) == rescue);
+  CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK_RC(lanepool_destroy(r.pool), 0);
 }
 
@@ -686,6 +813,12 @@ int main(int argc, char **argv) {
     test_rescue_lane(false, true);
     test_rescue_lane(true, true);
     test_rescue_lane_cancelled();
+    test_rescued_task_submits_local();
+    test_rescue_lane_is_never_lent();
+  }
+  if (rescue_two_lane_rounds) {
+    current_test = "rescue lane: the two-lane shape was reached";
+    CHECK(rescue_shape_rounds >= 1);
   }
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
