@@ -561,7 +561,8 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  *  the next step of a task stays where its data is warm); otherwise pick as
  *  lanepool_async does. What the Swift pool executor uses for task jobs. The task is
  *  still band work: if the calling task goes on running (or blocks), another lane of
- *  the band takes it (see lanepool_async). */
+ *  the band takes it (see lanepool_async). A rescue lane never counts as the caller's
+ *  lane here (lanepool_rescue_lane): from a task on it, this picks. */
 #define LANEPOOL_SUBMIT_LOCAL        2u
 
 /**

@@ -793,19 +793,28 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
   return false;
 }
 
-static void park(lanepool_lane_t *lane) {
+/* A park's first step, for park() and park_spare(): PARKED, then one more look at the
+ * lane's own queue and closed bit (the lane's side of the wake-up pair with a
+ * producer: CAS(tail) ; load(sleeping)). true if work came and the lane is AWAKE again
+ * by its own CAS; false if it parks on, the drain's driver told that it is idle. */
+static bool park_begin(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
   if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
     uint32_t parked = LANE_PARKED;
     if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
                                                 memory_order_seq_cst, memory_order_relaxed))
-      return;
+      return true;
     /* LENT meanwhile: the borrower sees this work too when it gives the lane back,
      * and wakes it then. Until then the lane must not run. */
   }
   /* Idle: if the pool drains, its driver may be waiting for this moment. */
   lanepool__drain_idle(lane->pool);
+  return false;
+}
+
+static void park(lanepool_lane_t *lane) {
+  if (park_begin(lane)) return;
   /* Idle first, then look at the siblings (the Dekker pair with nudge_band): the band's
    * lookout if the band takes band work, a sibling is awake and nobody else looks out.
    * (A band that only ever had lane-bound work parks without a timeout: a timed wait
@@ -952,8 +961,10 @@ static bool band_queues_empty(const lanepool_lane_t *spare) {
   return true;
 }
 
-/* Takes the stealable head task of a band lane that has been awake with work queued,
- * finishing nothing, for LANEPOOL__RESCUE_NS. */
+/* Takes the stealable head task of a band lane that has work queued now and has been
+ * awake, finishing nothing, for LANEPOOL__RESCUE_NS (with an empty queue for some of
+ * that time too: a job that a rescued task hands on to a held lane is taken back at the
+ * next look, not after another timeout). */
 static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
   uint32_t n = spare->pool->lanes_per_band;
   lanepool_lane_t **lanes = &spare->pool->lanes[spare->band * n];
@@ -962,12 +973,14 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
     lanepool_lane_t *s = lanes[i];
     uint64_t *seen = &spare->rescue_seen[2 * i];
     uint64_t p = lane_progress(s);
-    if (p != seen[0] || !sibling_blocked(s)) {
+    if (p != seen[0] || atomic_load_explicit(&s->sleeping, memory_order_relaxed) == LANE_PARKED) {
       seen[0] = p;
       seen[1] = now;
       continue;
     }
-    if (now - seen[1] < LANEPOOL__RESCUE_NS || !lanepool__ring_head_stealable(&s->ring)) continue;
+    if (now - seen[1] < LANEPOOL__RESCUE_NS || lanepool__lane_depth(s) == 0 ||
+        !lanepool__ring_head_stealable(&s->ring))
+      continue;
     if (lanepool__ring_steal(&s->ring, out)) {
       atomic_fetch_add_explicit(&spare->stolen, 1, memory_order_relaxed);
       return true;
@@ -977,15 +990,7 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
 }
 
 static void park_spare(lanepool_lane_t *lane) {
-  atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
-  LANEPOOL_INJECT(LANEPOOL__AT_PARK);
-  if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
-    uint32_t parked = LANE_PARKED;
-    if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
-                                                memory_order_seq_cst, memory_order_relaxed))
-      return;
-  }
-  lanepool__drain_idle(lane->pool);
+  if (park_begin(lane)) return;
   _Atomic uint32_t *idle = &lane->pool->watch[lane->band].rescue_idle;
   bool timed = lanepool__now_ns() < lane->rescue_calm_until || !band_queues_empty(lane);
   if (!timed) {
@@ -996,12 +1001,13 @@ static void park_spare(lanepool_lane_t *lane) {
     }
   }
   uint32_t v;
-  /* acquire: as in park() (a waker's CAS, or a borrower's give-back). */
+  /* acquire: pairs with a waker's CAS to AWAKE, as in park() (a rescue lane is never
+   * lent: lane_borrow). */
   while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
     if (!timed) {
       lanepool__futex_wait(&lane->sleeping, v);
     } else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__RESCUE_NS)) {
-      uint32_t parked = LANE_PARKED; /* time to look; fails while the lane is lent */
+      uint32_t parked = LANE_PARKED; /* time to look (fails if a waker's CAS came first) */
       if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
                                                   memory_order_seq_cst, memory_order_relaxed))
         break;

@@ -210,15 +210,11 @@ static void rescue_cpu_add(lanepool_t *pool, int cpu, uint32_t cap) {
   if (pool->rescue_cpu_count < cap) pool->rescue_cpus[pool->rescue_cpu_count++] = cpu;
 }
 
+/* Every planned CPU is an allowed one (lists are checked, cores and nodes come from the
+ * allowed set), so allowed_count bounds the union. */
 static int rescue_cpus(lanepool_t *pool, const lanepool_lane_placement_t *plan, uint32_t n) {
-  uint32_t cap = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const lanepool__topo_node *node = plan[i].cpu < 0 && plan[i].node >= 0
-                                          ? lanepool__topology_node(&pool->topology, plan[i].node)
-                                          : NULL;
-    cap += node ? node->cpu_count : 1;
-  }
-  if (!(pool->rescue_cpus = calloc(cap ? cap : 1, sizeof *pool->rescue_cpus))) return ENOMEM;
+  uint32_t cap = pool->allowed_count ? pool->allowed_count : 1;
+  if (!(pool->rescue_cpus = calloc(cap, sizeof *pool->rescue_cpus))) return ENOMEM;
   for (uint32_t i = 0; i < n; i++) {
     if (plan[i].cpu >= 0) {
       rescue_cpu_add(pool, plan[i].cpu, cap);

@@ -77,7 +77,8 @@ extension LanePool {
     /// value; blocks the caller until then.
     ///
     /// When the lane is idle (parked, nothing queued), `work` runs inline on the calling
-    /// thread, as `DispatchQueue.sync` does on an idle serial queue: the caller takes the
+    /// thread (except on a rescue lane, ``LanePool/rescueLanes``, which runs it on its own
+    /// thread), as `DispatchQueue.sync` does on an idle serial queue: the caller takes the
     /// lane's right to run, so the lane runs nothing else meanwhile, and inside `work`
     /// ``isCurrent``, ``current`` and an actor's `assumeIsolated` on this lane hold as on
     /// the lane's thread. Work submitted meanwhile runs after `work` returns. What differs

@@ -29,8 +29,9 @@ public final class LanePool: @unchecked Sendable {
   let core: PoolCore
   let bands: [[Lane]]
   /// Each band's rescue lane, in band order (userInteractive first): one more lane per
-  /// band, which no pick returns and which runs only band work held up behind lanes
-  /// whose tasks do not finish (see docs/architecture.md, "The rescue lane"). Its
+  /// band, which no pick returns and which takes band work held up behind lanes whose
+  /// tasks do not finish (see docs/architecture.md, "The rescue lane"). Work you queue
+  /// on it yourself runs there and holds it meanwhile. Its
   /// `index` is ``lanesPerBand``, its thread `<name>-<band>-r`. Listed for accounting
   /// (its `info` counts the tasks it ran): ``allLanes`` does not include it.
   public let rescueLanes: [Lane]

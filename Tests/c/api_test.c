@@ -7,10 +7,12 @@
 #define _GNU_SOURCE
 #include "lanepool.h"
 #include "check.h"
+#include "procfs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -179,28 +181,6 @@ static void test_no_loss(void) {
 }
 
 /* ---- threads: count, names, gone after shutdown ------------------------------ */
-
-/* The kernel thread id of this process's thread named exactly `name`, or 0. */
-static pid_t thread_named(const char *name) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return 0;
-  pid_t tid = 0;
-  struct dirent *e;
-  while (!tid && (e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = {0};
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) {
-      comm[strcspn(comm, "\n")] = 0;
-      if (strcmp(comm, name) == 0) tid = (pid_t)atoi(e->d_name);
-    }
-    fclose(f);
-  }
-  closedir(d);
-  return tid;
-}
 
 /* Three lanes per band and each band's rescue lane (lane.c, "The rescue lane"), which
  * runs at its band's nice like the band's lanes. */

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "lanepool.h"
 #include "check.h"
+#include "procfs.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -168,28 +169,6 @@ static void test_fork_in_stall_log_callback_child_exits(void) {
  * ================================================================================ */
 
 static int fake_cpus[2048];
-
-/* The threads of this process named `name`: the first one's tid, or 0. */
-static pid_t thread_named(const char *name) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return 0;
-  pid_t found = 0;
-  struct dirent *e;
-  while (!found && (e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = {0};
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) {
-      comm[strcspn(comm, "\n")] = 0;
-      if (strcmp(comm, name) == 0) found = (pid_t)atoi(e->d_name);
-    }
-    fclose(f);
-  }
-  closedir(d);
-  return found;
-}
 
 static void test_timer_affinity_keeps_every_allowed_cpu(void) {
   begin("timer_affinity_keeps_every_allowed_cpu", 60);

@@ -300,10 +300,14 @@ static void *drain_thread(void *arg) {
   return NULL;
 }
 
-/* Two-lane rounds in which B took T1 (the shape); a B preempted for the rescue lane's
- * 100 ms leaves T1 to the rescue lane instead, which is also a rescue but not the
- * shape: main() checks that at least one round had the shape. */
-static int rescue_shape_rounds, rescue_two_lane_rounds;
+/* Two lanes: the rescue lane first runs this lane-bound task, which holds it until B
+ * has taken T1, so that a B preempted for 100 ms cannot leave T1 to the rescue lane:
+ * the shape is reached in every round. */
+static void rescue_hold_until_t1(void *arg) {
+  rescue_run *r = arg;
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (!atomic_load(&r->t1_lane) && now_ns() < end) sched_yield();
+}
 
 static void test_rescue_lane(bool two_lanes, bool drain) {
   current_test = two_lanes ? (drain ? "rescue lane: two blocked lanes, drained meanwhile"
@@ -317,8 +321,11 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
   r.pool = make_pool(two_lanes ? "rescue2" : "rescue1", two_lanes ? 2 : 1);
   lanepool_lane_t *a = NULL, *b = NULL;
   CHECK_RC(lanepool_get_lane(r.pool, LANEPOOL_QOS_DEFAULT, 0, &a), 0);
+  lanepool_lane_t *rescue = NULL;
+  CHECK_RC(lanepool_rescue_lane(r.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
   if (two_lanes) {
     CHECK_RC(lanepool_get_lane(r.pool, LANEPOOL_QOS_DEFAULT, 1, &b), 0);
+    CHECK_RC(lanepool_lane_async(rescue, rescue_hold_until_t1, &r), 0);
     CHECK_RC(lanepool_lane_async(b, rescue_y, &r), 0);
   }
   CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
@@ -339,20 +346,10 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
   CHECK_RC(atomic_load(&r.y_rc), 0);
   CHECK(atomic_load(&r.x_ok));
   CHECK(atomic_load(&r.t2_runs) == 1);
-  lanepool_lane_t *rescue = NULL;
-  CHECK_RC(lanepool_rescue_lane(r.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
   if (two_lanes) {
     CHECK(atomic_load(&r.t1_ok));
     CHECK(atomic_load(&r.t1_runs) == 1);
-    rescue_two_lane_rounds++;
-    if (atomic_load(&r.t1_lane) != b) { /* B came late: the rescue lane took T1 */
-      CHECK(atomic_load(&r.t1_lane) == rescue);
-      CHECK(atomic_load(&r.t2_lane) == b);
-      if (!drain) CHECK_RC(lanepool_shutdown(r.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
-      CHECK_RC(lanepool_destroy(r.pool), 0);
-      return;
-    }
-    rescue_shape_rounds++; /* the shape: B took the older T1 */
+    CHECK(atomic_load(&r.t1_lane) == b); /* the shape: B took the older T1 */
   }
   /* T2 ran on the band's rescue lane: a lane of the pool no band pick reaches. */
   lanepool_lane_t *t2 = atomic_load(&r.t2_lane);
@@ -430,10 +427,16 @@ static void test_rescued_task_submits_local(void) {
  * rescue lane parked without a timeout would swallow the wake of the band push it
  * waits for (a lent lane's give-back looks at its own ring only). After the sync, band
  * work behind a blocked lane is still rescued. */
-static _Atomic int sync_tid;
+static _Atomic int sync_tid, sync_rc, sync_done, sync_caller_tid;
 static void record_tid(void *arg) {
   (void)arg;
   atomic_store(&sync_tid, (int)syscall(SYS_gettid));
+}
+static void *sync_thread(void *arg) {
+  atomic_store(&sync_caller_tid, (int)syscall(SYS_gettid));
+  atomic_store(&sync_rc, lanepool_lane_sync(arg, record_tid, NULL));
+  atomic_store(&sync_done, 1);
+  return NULL;
 }
 
 static void test_rescue_lane_is_never_lent(void) {
@@ -445,11 +448,19 @@ static void test_rescue_lane_is_never_lent(void) {
   CHECK_RC(lanepool_rescue_lane(r.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
   struct timespec ms = {0, 2000000};
   nanosleep(&ms, NULL); /* parked by now, most likely (either way the check holds) */
-  CHECK_RC(lanepool_lane_sync(rescue, record_tid, NULL), 0);
+  atomic_store(&sync_done, 0);
+  pthread_t t;
+  CHECK_RC(pthread_create(&t, NULL, sync_thread, rescue), 0);
+  if (!wait_flag(&sync_done)) { /* a queued sync that never woke the rescue lane */
+    fprintf(stderr, "%s: the sync did not return within the cap\n", current_test);
+    exit(1);
+  }
+  pthread_join(t, NULL);
+  CHECK_RC(atomic_load(&sync_rc), 0);
   lanepool_lane_info_t info;
   CHECK_RC(lanepool_lane_info(rescue, &info), 0);
   CHECK(atomic_load(&sync_tid) == (int)info.tid);
-  CHECK(atomic_load(&sync_tid) != (int)syscall(SYS_gettid));
+  CHECK(atomic_load(&sync_tid) != atomic_load(&sync_caller_tid));
   CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
   CHECK(wait_flag(&r.x_done));
   CHECK(atomic_load(&r.x_ok));
@@ -494,10 +505,12 @@ static void rc_discard(lanepool_fn fn, void *ctx, void *arg) {
   else
     atomic_fetch_add(&rc_run.others, 1);
 }
+static _Atomic int rc_cancel_done;
 static void *rc_cancel(void *arg) {
   (void)arg;
   atomic_store(&rc_run.cancel_rc,
                lanepool_shutdown(rc_run.pool, LANEPOOL_SHUTDOWN_CANCEL, rc_discard, NULL));
+  atomic_store(&rc_cancel_done, 1);
   return NULL;
 }
 
@@ -512,14 +525,24 @@ static void test_rescue_lane_cancelled(void) {
   /* Band work behind A, while the rescue lane is held by T2: nobody can take it. */
   CHECK_RC(lanepool__lane_push(a, rc_t3, NULL, NULL, LANEPOOL__PUSH_STEAL), 0);
   pthread_t t;
+  atomic_store(&rc_cancel_done, 0);
   CHECK_RC(pthread_create(&t, NULL, rc_cancel, NULL), 0);
+  uint64_t end = now_ns() + WAIT_CAP_NS;
   for (;;) { /* the cancel has begun: lanes start no more tasks */
     lanepool_info_t info;
     CHECK_RC(lanepool_info(rc_run.pool, &info), 0);
     if (info.shut_down) break;
+    if (now_ns() > end) {
+      fprintf(stderr, "%s: the cancel did not begin within the cap\n", current_test);
+      exit(1);
+    }
     sched_yield();
   }
   atomic_store(&rc_run.release, 1);
+  if (!wait_flag(&rc_cancel_done)) {
+    fprintf(stderr, "%s: the cancel did not end within the cap\n", current_test);
+    exit(1);
+  }
   pthread_join(t, NULL);
   CHECK_RC(atomic_load(&rc_run.cancel_rc), 0);
   CHECK_RC(atomic_load(&rc_run.x_rc), 0);
@@ -815,10 +838,6 @@ int main(int argc, char **argv) {
     test_rescue_lane_cancelled();
     test_rescued_task_submits_local();
     test_rescue_lane_is_never_lent();
-  }
-  if (rescue_two_lane_rounds) {
-    current_test = "rescue lane: the two-lane shape was reached";
-    CHECK(rescue_shape_rounds >= 1);
   }
   for (int r = 0; r < rounds; r++) {
     test_exactly_once(r, LANEPOOL_SHUTDOWN_DRAIN);
