@@ -407,12 +407,11 @@ static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
 }
 
 /* lane.c */
+/* index lanes_per_band makes the band's rescue lane (lane.c, "The rescue lane"). */
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
-/* Makes a new lane its band's rescue lane (before it starts): 0 or ENOMEM. */
-int lanepool__lane_make_spare(lanepool_lane_t *lane);
 int lanepool__lane_start(lanepool_lane_t *lane);
 void lanepool__lane_join(lanepool_lane_t *lane);
 void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);

@@ -152,10 +152,24 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&lane->boost_waiting[b], 0);
   atomic_init(&lane->boost_band, band);
 
-  /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes. */
+  /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes; "<pool>-<band>-r" for the
+   * band's rescue lane (index lanes_per_band). */
+  lane->spare = index == pool->lanes_per_band;
   char suffix[16];
-  snprintf(suffix, sizeof suffix, "-%s-%u", lanepool__band_short_names[band], index);
+  if (lane->spare)
+    snprintf(suffix, sizeof suffix, "-%s-r", lanepool__band_short_names[band]);
+  else
+    snprintf(suffix, sizeof suffix, "-%s-%u", lanepool__band_short_names[band], index);
   lanepool__thread_name(pool->name, suffix, lane->name);
+  if (lane->spare) {
+    lane->rescue_seen = malloc(2 * (size_t)index * sizeof(uint64_t));
+    if (!lane->rescue_seen) {
+      lanepool__lane_free(lane);
+      *rc = ENOMEM;
+      return NULL;
+    }
+    for (uint32_t i = 0; i < index; i++) lane->rescue_seen[2 * i] = UINT64_MAX; /* unseen */
+  }
   *rc = 0;
   return lane;
 
@@ -168,18 +182,6 @@ fail_slots:
 fail_lane:
   lanepool__free_on_node(lane, lane_bytes, lane_numa);
   return NULL;
-}
-
-int lanepool__lane_make_spare(lanepool_lane_t *lane) {
-  uint32_t n = lane->pool->lanes_per_band;
-  lane->rescue_seen = malloc(2 * (size_t)n * sizeof(uint64_t));
-  if (!lane->rescue_seen) return ENOMEM;
-  for (uint32_t i = 0; i < n; i++) lane->rescue_seen[2 * i] = UINT64_MAX; /* not seen yet */
-  lane->spare = true;
-  char suffix[16];
-  snprintf(suffix, sizeof suffix, "-%s-r", lanepool__band_short_names[lane->band]);
-  lanepool__thread_name(lane->pool->name, suffix, lane->name);
-  return 0;
 }
 
 void lanepool__lane_free(lanepool_lane_t *lane) {
@@ -467,14 +469,16 @@ static bool band_work_waits(lanepool_lane_t *lane) {
   return false;
 }
 
-/* No sibling has a task in its ring (where band work queues; overflow holds none). Its
- * loads are seq_cst: the lookout's side of the Dekker pair with a band push, which
- * CASes a tail and then reads the band's mark. */
-static bool band_rings_empty(lanepool_lane_t *lane) {
+/* No sibling has a task in its ring (where band work queues; overflow holds none); for
+ * a rescue lane, no lane of its band. Its loads are seq_cst: the lookout's side of the
+ * Dekker pair with a band push, which CASes a tail and then reads the band's mark, and
+ * the rescue lane's side of its pair (park_spare; the push then reads rescue_idle). */
+static bool band_rings_empty(const lanepool_lane_t *lane) {
   uint32_t n = lane->pool->lanes_per_band;
   lanepool_lane_t **lanes = &lane->pool->lanes[lane->band * n];
-  for (uint32_t k = 1; k < n; k++) {
-    lanepool__ring *r = &lanes[(lane->index + k) % n]->ring;
+  for (uint32_t i = 0; i < n; i++) {
+    if (i == lane->index) continue; /* its own (a rescue lane's index is n: none) */
+    lanepool__ring *r = &lanes[i]->ring;
     if (lanepool__ring_tail(r, memory_order_seq_cst) >
         atomic_load_explicit(&r->head, memory_order_seq_cst))
       return false;
@@ -947,20 +951,6 @@ static inline void run_task(const lanepool__task *task) {
  * timeout. It adds one thread, for one stuck task at a time: a rescued task that
  * blocks in turn waits for its own band lane to finish. */
 
-/* Any task in a ring of the band's lanes. seq_cst loads: the rescue lane's side of the
- * Dekker pair with a band push. */
-static bool band_queues_empty(const lanepool_lane_t *spare) {
-  uint32_t n = spare->pool->lanes_per_band;
-  lanepool_lane_t **lanes = &spare->pool->lanes[spare->band * n];
-  for (uint32_t i = 0; i < n; i++) {
-    lanepool__ring *r = &lanes[i]->ring;
-    if (lanepool__ring_tail(r, memory_order_seq_cst) >
-        atomic_load_explicit(&r->head, memory_order_seq_cst))
-      return false;
-  }
-  return true;
-}
-
 /* Takes the stealable head task of a band lane that has work queued now and has been
  * awake, finishing nothing, for LANEPOOL__RESCUE_NS (with an empty queue for some of
  * that time too: a job that a rescued task hands on to a held lane is taken back at the
@@ -978,10 +968,8 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
       seen[1] = now;
       continue;
     }
-    if (now - seen[1] < LANEPOOL__RESCUE_NS || lanepool__lane_depth(s) == 0 ||
-        !lanepool__ring_head_stealable(&s->ring))
-      continue;
-    if (lanepool__ring_steal(&s->ring, out)) {
+    /* ring_steal takes only a published, stealable head: nothing queued, nothing taken. */
+    if (now - seen[1] >= LANEPOOL__RESCUE_NS && lanepool__ring_steal(&s->ring, out)) {
       atomic_fetch_add_explicit(&spare->stolen, 1, memory_order_relaxed);
       return true;
     }
@@ -992,10 +980,10 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
 static void park_spare(lanepool_lane_t *lane) {
   if (park_begin(lane)) return;
   _Atomic uint32_t *idle = &lane->pool->watch[lane->band].rescue_idle;
-  bool timed = lanepool__now_ns() < lane->rescue_calm_until || !band_queues_empty(lane);
+  bool timed = lanepool__now_ns() < lane->rescue_calm_until || !band_rings_empty(lane);
   if (!timed) {
     atomic_store_explicit(idle, 1, memory_order_seq_cst);
-    if (!band_queues_empty(lane)) {
+    if (!band_rings_empty(lane)) {
       atomic_store_explicit(idle, 0, memory_order_relaxed);
       timed = true;
     }
@@ -1036,7 +1024,9 @@ static void lane_loop(lanepool_lane_t *lane) {
     /* A sibling found stuck with band work at its head: that task first (it is older
      * than anything of this lane's own that arrived since). */
     bool got = __builtin_expect(lane->steal_now, 0) && steal_stuck(lane, &task);
-    if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end && !lane->spare)
+    /* (Nothing pushes a stamped or marked cell to a rescue lane, only lane-bound work
+     * reaches its ring: take_older returns at once there.) */
+    if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end)
       got = take_older(lane, &task);
     if (!got) got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
     if (!got) {

@@ -262,12 +262,9 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
    * (a CPU or a node's CPUs each), so they keep to the CPUs the pool was given. */
   if (!rc && cfg->placement != LANEPOOL_PLACEMENT_NONE) rc = rescue_cpus(pool, plan, per_band);
   /* Each band's rescue lane: its band's policy, on no NUMA node. */
-  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
-    lanepool_lane_t *spare =
+  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
+    pool->lanes[LANEPOOL_BAND_COUNT * per_band + b] =
         lanepool__lane_new(pool, b, per_band, cfg, (lanepool_lane_placement_t){-1, -1}, &rc);
-    pool->lanes[LANEPOOL_BAND_COUNT * per_band + b] = spare;
-    if (spare) rc = lanepool__lane_make_spare(spare);
-  }
 out:
   free(plan);
   return rc;

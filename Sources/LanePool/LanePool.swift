@@ -103,30 +103,23 @@ public final class LanePool: @unchecked Sendable {
     var info = lanepool_info_t()
     _ = lanepool_info(raw, &info)
     let perBand = Int(info.lanes_per_band)
-    var bands: [[Lane]] = []
-    for qos in QoS.allCases {
-      var band: [Lane] = []
-      for i in 0..<perBand {
-        var lane: OpaquePointer?
-        _ = lanepool_get_lane(raw, qos.c, UInt32(i), &lane)
-        let l = Lane(raw: lane!, core: core, qos: qos, index: i)
-        // The C lane holds its Swift object (+1) until the pool has shut down, so
-        // Lane.current works from any task for as long as lanes run.
-        _ = lanepool_lane_set_userdata(lane, Unmanaged.passRetained(l).toOpaque())
-        band.append(l)
+    // The Swift object of C lane `index` of band `qos` (lanesPerBand: the band's rescue
+    // lane, C's lanepool_rescue_lane, whose jobs find their pool through Lane.current
+    // like any lane's). The C lane holds its Swift object (+1) until the pool has shut
+    // down, so Lane.current works from any task for as long as lanes run.
+    func makeLane(_ qos: QoS, _ index: Int) -> Lane {
+      var c: OpaquePointer?
+      if index < perBand {
+        _ = lanepool_get_lane(raw, qos.c, UInt32(index), &c)
+      } else {
+        _ = lanepool_rescue_lane(raw, qos.c, &c)
       }
-      bands.append(band)
+      let l = Lane(raw: c!, core: core, qos: qos, index: index)
+      _ = lanepool_lane_set_userdata(c, Unmanaged.passRetained(l).toOpaque())
+      return l
     }
-    // Each band's rescue lane (C: lanepool_rescue_lane) runs band work held up behind
-    // blocked lanes: its jobs find their pool through Lane.current like any lane's.
-    var rescueLanes: [Lane] = []
-    for qos in QoS.allCases {
-      var lane: OpaquePointer?
-      _ = lanepool_rescue_lane(raw, qos.c, &lane)
-      let l = Lane(raw: lane!, core: core, qos: qos, index: perBand)
-      _ = lanepool_lane_set_userdata(lane, Unmanaged.passRetained(l).toOpaque())
-      rescueLanes.append(l)
-    }
+    let bands = QoS.allCases.map { qos in (0..<perBand).map { makeLane(qos, $0) } }
+    let rescueLanes = QoS.allCases.map { makeLane($0, perBand) }
     self.core = core
     self.bands = bands
     self.rescueLanes = rescueLanes
