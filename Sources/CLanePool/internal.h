@@ -386,6 +386,25 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
  * (a power of two; lane.c, lane_loop). */
 #define LANEPOOL__BUSY_LOOK 64u
 
+/* trace.c: an event trace, compiled in only with LANEPOOL_TRACE defined. */
+enum {
+  LANEPOOL__TRACE_PUSH,
+  LANEPOOL__TRACE_RUN,
+  LANEPOOL__TRACE_END,
+  LANEPOOL__TRACE_PARK,
+  LANEPOOL__TRACE_UNPARK,
+  LANEPOOL__TRACE_WAKE
+};
+enum { LANEPOOL__FROM_OWN, LANEPOOL__FROM_OLDER, LANEPOOL__FROM_STUCK, LANEPOOL__FROM_RESCUE };
+#ifdef LANEPOOL_TRACE
+void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source, void *fn,
+                     void *ctx);
+#define LANEPOOL__TRACE(kind, lane, source, fn, ctx)                                               \
+  lanepool__trace(LANEPOOL__TRACE_##kind, lane, source, (void *)(uintptr_t)(fn), ctx)
+#else
+#define LANEPOOL__TRACE(kind, lane, source, fn, ctx) ((void)(source))
+#endif
+
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
 extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */

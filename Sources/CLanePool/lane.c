@@ -308,6 +308,7 @@ static inline bool wake_if_parked(lanepool_lane_t *lane) {
   if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
       atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
                                               memory_order_seq_cst, memory_order_relaxed)) {
+    LANEPOOL__TRACE(WAKE, lane, 0, NULL, NULL);
     lanepool__futex_wake(&lane->sleeping, 1);
     return true;
   }
@@ -566,6 +567,7 @@ static inline int push_once(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, vo
 }
 
 static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, unsigned flags) {
+  LANEPOOL__TRACE(PUSH, lane, 0, fn, ctx);
   int rc = push_once(lane, fn, ctx, arg, flags);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     /* The pool drains: only its own lanes may still add work (the drain's tail). */
@@ -819,6 +821,7 @@ static bool park_begin(lanepool_lane_t *lane) {
 
 static void park(lanepool_lane_t *lane) {
   if (park_begin(lane)) return;
+  LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
   /* Idle first, then look at the siblings (the Dekker pair with nudge_band): the band's
    * lookout if the band takes band work, a sibling is awake and nobody else looks out.
    * (A band that only ever had lane-bound work parks without a timeout: a timed wait
@@ -860,6 +863,7 @@ static void park(lanepool_lane_t *lane) {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
   }
   if (!stealing) adapt_after_park(lane, lanepool__now_ns() - t0);
+  LANEPOOL__TRACE(UNPARK, lane, 0, NULL, NULL);
 }
 
 static void sync_trampoline(void *arg);
@@ -979,6 +983,7 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
 
 static void park_spare(lanepool_lane_t *lane) {
   if (park_begin(lane)) return;
+  LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
   _Atomic uint32_t *idle = &lane->pool->watch[lane->band].rescue_idle;
   bool timed = lanepool__now_ns() < lane->rescue_calm_until || !band_rings_empty(lane);
   if (!timed) {
@@ -1005,6 +1010,7 @@ static void park_spare(lanepool_lane_t *lane) {
     atomic_store_explicit(idle, 0, memory_order_relaxed);
     lane->rescue_calm_until = lanepool__now_ns() + LANEPOOL__RESCUE_NS;
   }
+  LANEPOOL__TRACE(UNPARK, lane, 0, NULL, NULL);
 }
 
 static void lane_loop(lanepool_lane_t *lane) {
@@ -1024,11 +1030,15 @@ static void lane_loop(lanepool_lane_t *lane) {
     /* A sibling found stuck with band work at its head: that task first (it is older
      * than anything of this lane's own that arrived since). */
     bool got = __builtin_expect(lane->steal_now, 0) && steal_stuck(lane, &task);
+    unsigned source = got ? LANEPOOL__FROM_STUCK : LANEPOOL__FROM_OLDER;
     /* (Nothing pushes a stamped or marked cell to a rescue lane, only lane-bound work
      * reaches its ring: take_older returns at once there.) */
     if (!got && pool->lanes_per_band > 1 && lane->batch_next == lane->batch_end)
       got = take_older(lane, &task);
-    if (!got) got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
+    if (!got) {
+      source = LANEPOOL__FROM_OWN;
+      got = batch_pop(lane, &task) || lanepool__ring_pop(&lane->ring, &task);
+    }
     if (!got) {
       if (lanepool__ring_tail(&lane->ring, memory_order_acquire) !=
           atomic_load_explicit(&lane->ring.head, memory_order_acquire)) {
@@ -1045,12 +1055,14 @@ static void lane_loop(lanepool_lane_t *lane) {
      * balance held (a continuation accepted after it that gets stuck behind a band
      * lane is not rescued then; it waits for that lane, as before rescue lanes). */
     if (!got && __builtin_expect(lane->spare, 0) && !lanepool__ring_closed(&lane->ring))
-      got = rescue_take(lane, &task);
+      got = (source = LANEPOOL__FROM_RESCUE, rescue_take(lane, &task));
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
       atomic_store_explicit(&lane->started_tasks, executed + 1, memory_order_relaxed);
+      LANEPOOL__TRACE(RUN, lane, source, task.fn, task.ctx);
       run_task(&task);
+      LANEPOOL__TRACE(END, lane, 0, NULL, NULL);
       if (lanepool__forked(lane->generation)) forked_child_returned(lane);
       /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
       LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);

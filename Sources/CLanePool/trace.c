@@ -1,0 +1,121 @@
+/*
+ * trace.c - an event trace of the lanes, for finding out why a job ran when it did.
+ *
+ * Off unless the library is built with LANEPOOL_TRACE defined (for instance
+ * `swift build -Xcc -DLANEPOOL_TRACE`); then every push, task start and end, park,
+ * unpark and wake is appended to one in-memory array (LANEPOOL__TRACE_CAP events; later
+ * ones are counted and dropped), and written at exit as text to the file that
+ * LANEPOOL_TRACE_FILE names ("%p" in it becomes the process id). Nothing is written
+ * without that variable. One line per event:
+ *
+ *   <CLOCK_REALTIME ns> <event> <lane> <calling lane> <source> <ctx> <id> <cpu>
+ *
+ * lanes as `band.index` (index `r`: the band's rescue lane), `-` for a thread that is
+ * no lane; source, for `run`: own (its ring or overflow), older (take_older), stuck
+ * (steal_stuck), rescue (rescue_take); id, for `push`: what the optional hook
+ * lanepool_trace_job_id(fn, ctx) returned (0 without one; a Swift shim can return the
+ * job's task id). scripts/trace-view reads the file. The wall clock, not the TSC, so
+ * that lines can be matched with a program's own timestamped output.
+ */
+#define _GNU_SOURCE /* sched_getcpu */
+#include "internal.h"
+
+#ifdef LANEPOOL_TRACE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LANEPOOL__TRACE_CAP (1u << 22)
+
+typedef struct {
+  uint64_t ns;
+  uint64_t ctx;
+  uint64_t id;
+  uint8_t kind, source;
+  int16_t lane, from; /* band * 256 + index; -1: no lane; index 255: the rescue lane */
+  int16_t cpu;        /* where the calling thread ran (sched_getcpu) */
+} trace_event;
+
+static trace_event *events;
+static _Atomic uint64_t next_event;
+static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+
+__attribute__((weak)) uint64_t lanepool_trace_job_id(void *fn, void *ctx);
+
+static const char *const kind_names[] = {"push", "run", "end", "park", "unpark", "wake"};
+static const char *const source_names[] = {"own", "older", "stuck", "rescue"};
+
+static void lane_name(char *buf, size_t size, int16_t id) {
+  if (id < 0)
+    snprintf(buf, size, "-");
+  else if ((id & 255) == 255)
+    snprintf(buf, size, "%d.r", id >> 8);
+  else
+    snprintf(buf, size, "%d.%d", id >> 8, id & 255);
+}
+
+static void trace_dump(void) {
+  const char *pattern = getenv("LANEPOOL_TRACE_FILE");
+  if (!pattern || !events) return;
+  char path[4096];
+  const char *p = strstr(pattern, "%p");
+  if (p)
+    snprintf(path, sizeof path, "%.*s%d%s", (int)(p - pattern), pattern, (int)getpid(), p + 2);
+  else
+    snprintf(path, sizeof path, "%s", pattern);
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  uint64_t n = atomic_load(&next_event);
+  if (n > LANEPOOL__TRACE_CAP) {
+    fprintf(f, "# %llu events dropped\n", (unsigned long long)(n - LANEPOOL__TRACE_CAP));
+    n = LANEPOOL__TRACE_CAP;
+  }
+  for (uint64_t i = 0; i < n; i++) {
+    const trace_event *e = &events[i];
+    if (!e->ns) continue; /* claimed, not yet written */
+    char lane[16], from[16];
+    lane_name(lane, sizeof lane, e->lane);
+    lane_name(from, sizeof from, e->from);
+    fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)e->ns, kind_names[e->kind],
+            lane, from, e->kind == LANEPOOL__TRACE_RUN ? source_names[e->source] : "-",
+            (unsigned long long)e->ctx, (unsigned long long)e->id, e->cpu);
+  }
+  fclose(f);
+}
+
+static void trace_init(void) {
+  if (!getenv("LANEPOOL_TRACE_FILE")) return;
+  events = calloc(LANEPOOL__TRACE_CAP, sizeof *events);
+  if (events) atexit(trace_dump);
+}
+
+static int16_t lane_id(const lanepool_lane_t *lane) {
+  if (!lane) return -1;
+  return (int16_t)(lane->band * 256 + (lane->spare ? 255 : lane->index));
+}
+
+void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source, void *fn,
+                     void *ctx) {
+  pthread_once(&trace_once, trace_init);
+  if (!events) return;
+  uint64_t i = atomic_fetch_add_explicit(&next_event, 1, memory_order_relaxed);
+  if (i >= LANEPOOL__TRACE_CAP) return;
+  trace_event *e = &events[i];
+  e->ctx = (uint64_t)(uintptr_t)ctx;
+  e->id =
+      kind == LANEPOOL__TRACE_PUSH && lanepool_trace_job_id ? lanepool_trace_job_id(fn, ctx) : 0;
+  e->kind = (uint8_t)kind;
+  e->source = (uint8_t)source;
+  e->lane = lane_id(lane);
+  e->from = lane_id(lanepool__current);
+  e->cpu = (int16_t)sched_getcpu();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#else
+typedef int lanepool__trace_unused; /* ISO C: a translation unit is not empty */
+#endif
