@@ -791,6 +791,10 @@ typedef struct lanepool_lane_info {
   uint64_t tasks_stolen; /* band tasks this lane took from a held-up sibling, or older
                             than its own next one (lanepool_async); counted in
                             tasks_executed too */
+  /* wake-ups on the CPU of the sibling lane's task that woke it, while that task still
+   * ran: the lane let it go on first (one sched_yield; docs/architecture.md, "Park and
+   * wake") */
+  uint64_t yields_to_waker;
 } lanepool_lane_info_t;
 
 /** Snapshot of a lane into the first out->struct_size bytes of *out. 0, EINVAL (NULL

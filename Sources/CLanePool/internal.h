@@ -145,6 +145,7 @@ struct lanepool_lane {
   uint64_t steal_progress; /* its progress (tasks finished) when last seen moving */
   uint64_t steal_since;    /* when that was */
   _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
+  _Atomic uint64_t yields; /* [cons, atomic: relaxed] times it let its waker go first */
   uint64_t fifo_look;      /* the own head's stamp at the last "older band work" look */
   uint32_t fifo_next;      /* where that look starts among the siblings */
   /* The band's rescue lane only (lane.c, "The rescue lane"): per band lane i, its
@@ -168,6 +169,12 @@ struct lanepool_lane {
    * waits for 0 before it returns, so destroy never frees under a borrower.
    * [atomic: relaxed increment while LENT; release decrement; acquire by the joiner] */
   _Atomic uint32_t borrowers;
+  /* Who woke the lane last: a lane of the pool from inside a task (its started_tasks
+   * then) and the CPU it ran on; NULL for anyone else. Read once after the wake
+   * (lane.c, yield_to_waker). [atomic: relaxed; a hint only] */
+  _Atomic(lanepool_lane_t *) woken_by;
+  _Atomic uint64_t woken_by_task;
+  _Atomic int woken_on_cpu;
 
   /* ---- stall detector state: [the timer thread only], `stalled*` atomic for info ---- */
   uint64_t watch_started;         /* started_tasks at the last check */

@@ -299,6 +299,21 @@ static spill_result spill_take(lanepool_lane_t *lane) {
 /* ---- producers -------------------------------------------------------------- */
 
 
+/* A lane woken from inside a task of another lane of its pool: which, that task, and
+ * where it ran (for yield_to_waker). */
+static inline void note_waker(lanepool_lane_t *lane) {
+  lanepool_lane_t *cur = lanepool__current;
+  if (!cur || cur == lane || cur->pool != lane->pool) {
+    atomic_store_explicit(&lane->woken_by, NULL, memory_order_relaxed);
+    return;
+  }
+  atomic_store_explicit(&lane->woken_by_task,
+                        atomic_load_explicit(&cur->started_tasks, memory_order_relaxed),
+                        memory_order_relaxed);
+  atomic_store_explicit(&lane->woken_on_cpu, sched_getcpu(), memory_order_relaxed);
+  atomic_store_explicit(&lane->woken_by, cur, memory_order_relaxed);
+}
+
 /* true if this call woke the lane. */
 static inline bool wake_if_parked(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
@@ -309,6 +324,7 @@ static inline bool wake_if_parked(lanepool_lane_t *lane) {
       atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
                                               memory_order_seq_cst, memory_order_relaxed)) {
     LANEPOOL__TRACE(WAKE, lane, 0, NULL, NULL);
+    note_waker(lane);
     lanepool__futex_wake(&lane->sleeping, 1);
     return true;
   }
@@ -803,6 +819,27 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
  * lane's own queue and closed bit (the lane's side of the wake-up pair with a
  * producer: CAS(tail) ; load(sleeping)). true if work came and the lane is AWAKE again
  * by its own CAS; false if it parks on, the drain's driver told that it is idle. */
+/* Woken by a lane's task that is still running, on the CPU that task ran on: the
+ * kernel found no idle CPU and put this lane beside its waker, whose task it would
+ * preempt (EEVDF's wake-up preemption). Both are the band's, so this gains no
+ * parallelism; it only stops the waker in mid-task, until this lane parks again or
+ * its slice ends, and work the waker's task was about to make (a reply, a job) waits
+ * behind everything this lane runs meanwhile. One sched_yield lets the waker go on
+ * first (the kernel may still pick this lane: a hint, as a sync wake-up is). Not for
+ * a lane on a CPU of its own, nor after its waker's task ended. Returns 1 if it
+ * yielded (for the trace). */
+static unsigned yield_to_waker(lanepool_lane_t *lane) {
+  lanepool_lane_t *w = atomic_exchange_explicit(&lane->woken_by, NULL, memory_order_relaxed);
+  if (!w) return 0;
+  uint64_t task = atomic_load_explicit(&lane->woken_by_task, memory_order_relaxed);
+  if (atomic_load_explicit(&w->executed, memory_order_relaxed) >= task ||
+      atomic_load_explicit(&lane->woken_on_cpu, memory_order_relaxed) != sched_getcpu())
+    return 0;
+  sched_yield();
+  atomic_fetch_add_explicit(&lane->yields, 1, memory_order_relaxed);
+  return 1;
+}
+
 static bool park_begin(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
@@ -863,7 +900,7 @@ static void park(lanepool_lane_t *lane) {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
   }
   if (!stealing) adapt_after_park(lane, lanepool__now_ns() - t0);
-  LANEPOOL__TRACE(UNPARK, lane, 0, NULL, NULL);
+  LANEPOOL__TRACE(UNPARK, lane, yield_to_waker(lane), NULL, NULL);
 }
 
 static void sync_trampoline(void *arg);
@@ -1622,6 +1659,7 @@ int lanepool_lane_info_sized(const lanepool_lane_t *lane, lanepool_lane_info_t *
   out->stalled_ns = since ? lanepool__now_ns() - since : 0;
   out->stalls = atomic_load_explicit(&l->stalls, memory_order_relaxed);
   out->tasks_stolen = atomic_load_explicit(&l->stolen, memory_order_relaxed);
+  out->yields_to_waker = atomic_load_explicit(&l->yields, memory_order_relaxed);
   out->struct_size = dst->struct_size;
   memcpy(dst, out, dst->struct_size); /* an older caller's prefix */
   return 0;

@@ -12,7 +12,8 @@
  *
  * lanes as `band.index` (index `r`: the band's rescue lane), `-` for a thread that is
  * no lane; source, for `run`: own (its ring or overflow), older (take_older), stuck
- * (steal_stuck), rescue (rescue_take); id, for `push`: what the optional hook
+ * (steal_stuck), rescue (rescue_take); for `unpark`, yield if it yielded to its waker
+ * (lane.c, yield_to_waker); id, for `push`: what the optional hook
  * lanepool_trace_job_id(fn, ctx) returned (0 without one; a Swift shim can return the
  * job's task id). scripts/trace-view reads the file. The wall clock, not the TSC, so
  * that lines can be matched with a program's own timestamped output.
@@ -80,7 +81,10 @@ static void trace_dump(void) {
     lane_name(lane, sizeof lane, e->lane);
     lane_name(from, sizeof from, e->from);
     fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)e->ns, kind_names[e->kind],
-            lane, from, e->kind == LANEPOOL__TRACE_RUN ? source_names[e->source] : "-",
+            lane, from,
+            e->kind == LANEPOOL__TRACE_RUN      ? source_names[e->source]
+            : e->kind == LANEPOOL__TRACE_UNPARK ? (e->source ? "yield" : "-")
+                                                : "-",
             (unsigned long long)e->ctx, (unsigned long long)e->id, e->cpu);
   }
   fclose(f);

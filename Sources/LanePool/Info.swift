@@ -38,6 +38,10 @@ extension LanePool {
     /// from a sibling of its band that was held up by a long or blocked task; counted in
     /// ``tasksExecuted`` too.
     public var tasksStolen: UInt64
+    /// Wake-ups on the CPU of the sibling lane's task that woke this lane, while that
+    /// task still ran: this lane let it go on first (one `sched_yield`) rather than
+    /// preempt it.
+    public var yieldsToWaker: UInt64
     /// True while the stall detector sees the current task overrun.
     public var isStalled: Bool { stalledFor != nil }
   }
@@ -97,6 +101,6 @@ extension LanePool.Lane {
       cpu: c.cpu >= 0 ? Int(c.cpu) : nil, numaNode: c.node >= 0 ? Int(c.node) : nil,
       placementError: c.placement_error == 0 ? nil : c.placement_error,
       stalledFor: c.stalled != 0 ? .nanoseconds(Int64(clamping: c.stalled_ns)) : nil,
-      stalls: c.stalls, tasksStolen: c.tasks_stolen)
+      stalls: c.stalls, tasksStolen: c.tasks_stolen, yieldsToWaker: c.yields_to_waker)
   }
 }

@@ -1,8 +1,9 @@
 /*
  * steal_test.c - tasks submitted to a band never wait behind a busy lane while another
  * lane of the band is idle; band work pushed from lanes runs oldest first across the
- * band's lanes; lane-bound tasks are never taken by another lane; nothing
- * is lost or run twice when lanes steal, drain or cancel.
+ * band's lanes; lane-bound tasks are never taken by another lane; a lane woken on the
+ * CPU of its waker's running task lets it go first; nothing is lost or run twice when
+ * lanes steal, drain or cancel.
  *
  * Every wait is for a condition, with a cap (WAIT_CAP_NS) that only a hang reaches:
  * the verdicts never depend on timing.
@@ -816,6 +817,86 @@ static void test_exactly_once(int round, lanepool_shutdown_mode_t mode) {
   CHECK_RC(lanepool_destroy(book.pool), 0);
 }
 
+/* ---- wake-ups: a lane woken beside its waker's running task lets it go first ------- */
+
+typedef struct {
+  lanepool_lane_t *other;
+  _Atomic int pushed_rc, woken_ran, waker_saw, waker_done;
+} waking;
+
+static void woken_task(void *arg) { atomic_store(&((waking *)arg)->woken_ran, 1); }
+
+/* Wakes `other` and stays in its task until the woken lane has run what it pushed. */
+static void waker_task(void *arg) {
+  waking *w = arg;
+  atomic_store(&w->pushed_rc, lanepool_lane_async(w->other, woken_task, w));
+  atomic_store(&w->waker_saw, wait_flag(&w->woken_ran));
+  atomic_store(&w->waker_done, 1);
+}
+
+static bool pin_thread(pid_t tid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(tid, sizeof set, &set) == 0;
+}
+
+/* true once the lane is parked (its futex word says so); false at the cap. */
+static bool wait_parked(lanepool_lane_t *lane) {
+  uint64_t end = now_ns() + WAIT_CAP_NS;
+  while (atomic_load(&lane->sleeping) != LANE_PARKED) {
+    if (now_ns() > end) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+static uint64_t yields_of(lanepool_lane_t *lane) {
+  lanepool_lane_info_t info;
+  CHECK(lanepool_lane_info(lane, &info) == 0);
+  return info.yields_to_waker;
+}
+
+/* Lane A's task wakes lane B and keeps running. B pinned to A's CPU yields to it once
+ * per wake (the kernel put it beside its running waker); B on a CPU of its own never
+ * does, nor when the waker is a thread outside the pool. */
+static void test_woken_lane_yields_to_its_waker(bool same_cpu) {
+  current_test = same_cpu ? "a lane woken on its running waker's CPU yields to it"
+                          : "a lane woken on a CPU of its own does not yield";
+  cpu_set_t allowed;
+  CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  int cpus[2], found = 0;
+  for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  if (found < 2 && !same_cpu) return; /* needs two CPUs */
+  lanepool_t *p = make_pool("st-yield", 2);
+  lanepool_lane_t *a = NULL, *b = NULL;
+  CHECK(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &a) == 0);
+  CHECK(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 1, &b) == 0);
+  lanepool_lane_info_t ia, ib;
+  CHECK(lanepool_lane_info(a, &ia) == 0 && lanepool_lane_info(b, &ib) == 0);
+  CHECK(pin_thread(ia.tid, cpus[0]));
+  CHECK(pin_thread(ib.tid, same_cpu ? cpus[0] : cpus[1]));
+  for (int round = 0; round < 3; round++) {
+    CHECK(wait_parked(b));
+    uint64_t before = yields_of(b);
+    waking w = {.other = b};
+    CHECK(lanepool_lane_async(a, waker_task, &w) == 0);
+    CHECK(wait_flag(&w.waker_done));
+    CHECK(atomic_load(&w.pushed_rc) == 0);
+    CHECK(atomic_load(&w.waker_saw));
+    CHECK(yields_of(b) == before + (same_cpu ? 1 : 0));
+  }
+  /* Woken by this thread, no lane: nothing to yield to. */
+  CHECK(wait_parked(b));
+  uint64_t before = yields_of(b);
+  waking w = {.other = b};
+  CHECK(lanepool_lane_async(b, woken_task, &w) == 0);
+  CHECK(wait_flag(&w.woken_ran));
+  CHECK(yields_of(b) == before);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 20;
   for (int r = 0; r < rounds; r++) {
@@ -829,6 +910,10 @@ int main(int argc, char **argv) {
   for (int r = 0; r < rounds; r++) test_older_band_work_first();
   for (int r = 0; r < rounds; r++) test_older_band_work_first_twice();
   test_lookout_gives_up_when_band_work_ends();
+  for (int r = 0; r < (rounds + 3) / 4; r++) {
+    test_woken_lane_yields_to_its_waker(true);
+    test_woken_lane_yields_to_its_waker(false);
+  }
   /* Each waits LANEPOOL__RESCUE_NS or two: a few rounds. */
   for (int r = 0; r < (rounds + 9) / 10; r++) {
     test_rescue_lane(false, false);
