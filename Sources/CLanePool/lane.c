@@ -815,10 +815,6 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
   return false;
 }
 
-/* A park's first step, for park() and park_spare(): PARKED, then one more look at the
- * lane's own queue and closed bit (the lane's side of the wake-up pair with a
- * producer: CAS(tail) ; load(sleeping)). true if work came and the lane is AWAKE again
- * by its own CAS; false if it parks on, the drain's driver told that it is idle. */
 /* Woken by a lane's task that is still running, on the CPU that task ran on: the
  * kernel found no idle CPU and put this lane beside its waker, whose task it would
  * preempt (EEVDF's wake-up preemption). Both are the band's, so this gains no
@@ -826,8 +822,10 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
  * its slice ends, and work the waker's task was about to make (a reply, a job) waits
  * behind everything this lane runs meanwhile. One sched_yield lets the waker go on
  * first (the kernel may still pick this lane: a hint, as a sync wake-up is). Not for
- * a lane on a CPU of its own, nor after its waker's task ended. Returns 1 if it
- * yielded (for the trace). */
+ * a lane on a CPU of its own, nor after its waker's task ended. (The waker notes itself
+ * after its CAS, so a lane that was already up may find the note at its next wake-up:
+ * the task number then shows that task ended, or it is still running there and one
+ * yield to it is as harmless.) Returns 1 if it yielded (for the trace). */
 static unsigned yield_to_waker(lanepool_lane_t *lane) {
   lanepool_lane_t *w = atomic_exchange_explicit(&lane->woken_by, NULL, memory_order_relaxed);
   if (!w) return 0;
@@ -840,6 +838,10 @@ static unsigned yield_to_waker(lanepool_lane_t *lane) {
   return 1;
 }
 
+/* A park's first step, for park() and park_spare(): PARKED, then one more look at the
+ * lane's own queue and closed bit (the lane's side of the wake-up pair with a
+ * producer: CAS(tail) ; load(sleeping)). true if work came and the lane is AWAKE again
+ * by its own CAS; false if it parks on, the drain's driver told that it is idle. */
 static bool park_begin(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
@@ -900,7 +902,8 @@ static void park(lanepool_lane_t *lane) {
     atomic_fetch_sub_explicit(&w->idle, 1, memory_order_seq_cst);
   }
   if (!stealing) adapt_after_park(lane, lanepool__now_ns() - t0);
-  LANEPOOL__TRACE(UNPARK, lane, yield_to_waker(lane), NULL, NULL);
+  unsigned yielded = yield_to_waker(lane);
+  LANEPOOL__TRACE(UNPARK, lane, yielded, NULL, NULL);
 }
 
 static void sync_trampoline(void *arg);
@@ -1091,8 +1094,10 @@ static void lane_loop(lanepool_lane_t *lane) {
      * that does not end. Not once its ring is closed: the pool cancels, or the drain's
      * balance held (a continuation accepted after it that gets stuck behind a band
      * lane is not rescued then; it waits for that lane, as before rescue lanes). */
-    if (!got && __builtin_expect(lane->spare, 0) && !lanepool__ring_closed(&lane->ring))
-      got = (source = LANEPOOL__FROM_RESCUE, rescue_take(lane, &task));
+    if (!got && __builtin_expect(lane->spare, 0) && !lanepool__ring_closed(&lane->ring)) {
+      source = LANEPOOL__FROM_RESCUE;
+      got = rescue_take(lane, &task);
+    }
     if (got) {
       if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */

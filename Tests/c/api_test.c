@@ -48,16 +48,10 @@ static int count_threads(const char *prefix) {
   DIR *d = opendir("/proc/self/task");
   if (!d) return -1;
   int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = {0};
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f) && strncmp(comm, prefix, strlen(prefix)) == 0) n++;
-    fclose(f);
-  }
+  pid_t tid;
+  char comm[32];
+  while (next_thread(d, &tid, comm, sizeof comm))
+    if (strncmp(comm, prefix, strlen(prefix)) == 0) n++;
   closedir(d);
   return n;
 }

@@ -13,6 +13,7 @@
  *      -o rescue_wakes && ./rescue_wakes [seconds]      (default 5)
  */
 #define _GNU_SOURCE
+#include "../c/procfs.h"
 #include "lanepool.h"
 
 #include <dirent.h>
@@ -35,20 +36,14 @@ static long rescue_switches(void) {
   DIR *d = opendir("/proc/self/task");
   if (!d) return -1;
   long sum = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = {0}, line[256];
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
-    fclose(f);
-    comm[strcspn(comm, "\n")] = 0;
+  pid_t tid;
+  char comm[32], path[300], line[256];
+  while (next_thread(d, &tid, comm, sizeof comm)) {
     size_t n = strlen(comm);
     if (n < 2 || strcmp(comm + n - 2, "-r") != 0) continue;
-    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-    if (!(f = fopen(path, "r"))) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
     while (fgets(line, sizeof line, f))
       if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0) sum += atol(line + 24);
     fclose(f);
