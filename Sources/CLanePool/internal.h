@@ -169,9 +169,10 @@ struct lanepool_lane {
    * waits for 0 before it returns, so destroy never frees under a borrower.
    * [atomic: relaxed increment while LENT; release decrement; acquire by the joiner] */
   _Atomic uint32_t borrowers;
-  /* Who woke the lane last: a lane of the pool from inside a task (its started_tasks
-   * then) and the CPU it ran on; NULL for anyone else. Read once after the wake
-   * (lane.c, yield_to_waker). [atomic: relaxed; a hint only] */
+  /* Who woke the lane from its current park: a lane of the pool from inside a running
+   * task (its started_tasks then) and the CPU it ran on; NULL for anyone else. Cleared
+   * by the lane before it stores PARKED, written by the waker after its CAS, read once
+   * after the wake (lane.c, yield_to_waker). [atomic: relaxed; a hint only] */
   _Atomic(lanepool_lane_t *) woken_by;
   _Atomic uint64_t woken_by_task;
   _Atomic int woken_on_cpu;

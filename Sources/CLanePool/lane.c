@@ -299,23 +299,23 @@ static spill_result spill_take(lanepool_lane_t *lane) {
 /* ---- producers -------------------------------------------------------------- */
 
 
-/* A lane woken from inside a task of another lane of its pool: which, that task, and
- * where it ran (for yield_to_waker). */
+/* A lane woken from inside a running task of another lane of its pool: which, that
+ * task, and where it ran (for yield_to_waker; park_begin cleared the note). Nothing for
+ * a waker outside the pool or between its tasks, or with no CPU number to give. */
 static inline void note_waker(lanepool_lane_t *lane) {
   lanepool_lane_t *cur = lanepool__current;
-  if (!cur || cur == lane || cur->pool != lane->pool) {
-    atomic_store_explicit(&lane->woken_by, NULL, memory_order_relaxed);
-    return;
-  }
-  atomic_store_explicit(&lane->woken_by_task,
-                        atomic_load_explicit(&cur->started_tasks, memory_order_relaxed),
-                        memory_order_relaxed);
-  atomic_store_explicit(&lane->woken_on_cpu, sched_getcpu(), memory_order_relaxed);
+  if (!cur || cur == lane || cur->pool != lane->pool) return;
+  uint64_t task = atomic_load_explicit(&cur->started_tasks, memory_order_relaxed);
+  if (atomic_load_explicit(&cur->executed, memory_order_relaxed) == task) return;
+  int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  atomic_store_explicit(&lane->woken_by_task, task, memory_order_relaxed);
+  atomic_store_explicit(&lane->woken_on_cpu, cpu, memory_order_relaxed);
   atomic_store_explicit(&lane->woken_by, cur, memory_order_relaxed);
 }
 
-/* true if this call woke the lane. */
-static inline bool wake_if_parked(lanepool_lane_t *lane) {
+/* true if this call woke the lane; `note`: tell it who woke it (note_waker). */
+static inline bool wake_lane(lanepool_lane_t *lane, bool note) {
   LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
   /* seq_cst load: see the header comment; the CAS makes exactly one producer pay for
    * the syscall, and leaves a LENT lane alone (its borrower wakes it on return). */
@@ -323,13 +323,15 @@ static inline bool wake_if_parked(lanepool_lane_t *lane) {
   if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
       atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
                                               memory_order_seq_cst, memory_order_relaxed)) {
+    if (note) note_waker(lane);
     LANEPOOL__TRACE(WAKE, lane, 0, NULL, NULL);
-    note_waker(lane);
     lanepool__futex_wake(&lane->sleeping, 1);
     return true;
   }
   return false;
 }
+
+static inline bool wake_if_parked(lanepool_lane_t *lane) { return wake_lane(lane, true); }
 
 void lanepool__lane_wake(lanepool_lane_t *lane) { (void)wake_if_parked(lane); }
 
@@ -606,9 +608,9 @@ static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg
     if (__builtin_expect(
             atomic_load_explicit(&lane->pool->watch[lane->band].rescue_idle, memory_order_seq_cst),
             0))
-      (void)wake_if_parked(lanepool__rescue_lane(lane->pool, lane->band));
+      (void)wake_lane(lanepool__rescue_lane(lane->pool, lane->band), false); /* never yields */
   } else {
-    (void)wake_if_parked(lane);
+    (void)wake_lane(lane, !(flags & LANEPOOL__PUSH_WAITS));
   }
   lanepool_lane_t *cur = lanepool__current;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
@@ -822,16 +824,15 @@ static bool lookout(lanepool_lane_t *lane, bool *watching) {
  * its slice ends, and work the waker's task was about to make (a reply, a job) waits
  * behind everything this lane runs meanwhile. One sched_yield lets the waker go on
  * first (the kernel may still pick this lane: a hint, as a sync wake-up is). Not for
- * a lane on a CPU of its own, nor after its waker's task ended. (The waker notes itself
- * after its CAS, so a lane that was already up may find the note at its next wake-up:
- * the task number then shows that task ended, or it is still running there and one
- * yield to it is as harmless.) Returns 1 if it yielded (for the trace). */
+ * a lane on a CPU of its own, nor after its waker's task ended, nor for a waker that
+ * blocks until the pushed task ran (a queued sync: LANEPOOL__PUSH_WAITS). The note is
+ * the waker's, written after its CAS; park_begin clears it before the lane's next
+ * PARKED, so a note never outlives its park. Returns 1 if it yielded (for the trace). */
 static unsigned yield_to_waker(lanepool_lane_t *lane) {
-  lanepool_lane_t *w = atomic_exchange_explicit(&lane->woken_by, NULL, memory_order_relaxed);
-  if (!w) return 0;
-  uint64_t task = atomic_load_explicit(&lane->woken_by_task, memory_order_relaxed);
-  if (atomic_load_explicit(&w->executed, memory_order_relaxed) >= task ||
-      atomic_load_explicit(&lane->woken_on_cpu, memory_order_relaxed) != sched_getcpu())
+  lanepool_lane_t *w = atomic_load_explicit(&lane->woken_by, memory_order_relaxed);
+  if (!w || atomic_load_explicit(&lane->woken_on_cpu, memory_order_relaxed) != sched_getcpu() ||
+      atomic_load_explicit(&w->executed, memory_order_relaxed) >=
+          atomic_load_explicit(&lane->woken_by_task, memory_order_relaxed))
     return 0;
   sched_yield();
   atomic_fetch_add_explicit(&lane->yields, 1, memory_order_relaxed);
@@ -843,6 +844,8 @@ static unsigned yield_to_waker(lanepool_lane_t *lane) {
  * producer: CAS(tail) ; load(sleeping)). true if work came and the lane is AWAKE again
  * by its own CAS; false if it parks on, the drain's driver told that it is idle. */
 static bool park_begin(lanepool_lane_t *lane) {
+  /* Before PARKED (release): a waker's note, after its CAS, comes later. */
+  atomic_store_explicit(&lane->woken_by, NULL, memory_order_relaxed);
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
   if (has_work(lane, memory_order_seq_cst) || lanepool__ring_closed(&lane->ring)) {
@@ -1623,7 +1626,7 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
   bool boosting = !(flags & LANEPOOL_SYNC_NO_ESCALATION) &&
                   lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost);
   if (boosting) lanepool__boost_update(lane);
-  int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, false);
+  int rc = lanepool__lane_push(lane, sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
   if (rc) {
     LANEPOOL__TEST_POINT("sync_refused", lane, rc);
     if (boosting) lanepool__boost_leave(lane, &s.boost);

@@ -70,6 +70,9 @@
 #define LANEPOOL__PUSH_STEAL    2u
 /* lane.c only (the ring ignores it): stamp the marked cell with the pushing lane's clock. */
 #define LANEPOOL__PUSH_STAMP    4u
+/* lane.c only: the pusher waits, blocked, until the task has run (a queued sync), so the
+ * lane it wakes has no running waker to yield to (lane.c, yield_to_waker). */
+#define LANEPOOL__PUSH_WAITS    8u
 /* In a published cell's seq: the cell may be stolen. Positions stay below 2^62. */
 #define LANEPOOL__SEQ_STEAL     (UINT64_C(1) << 63)
 

@@ -32,7 +32,7 @@
 #define LANEPOOL__TRACE_CAP (1u << 22)
 
 typedef struct {
-  uint64_t ns;
+  _Atomic uint64_t ns; /* stored last (release): 0 while the event is being written */
   uint64_t ctx;
   uint64_t id;
   uint8_t kind, source;
@@ -43,6 +43,7 @@ typedef struct {
 static trace_event *events;
 static _Atomic uint64_t next_event;
 static pthread_once_t trace_once = PTHREAD_ONCE_INIT;
+static pid_t trace_pid; /* a forked child that exits does not write the parent's events */
 
 __attribute__((weak)) uint64_t lanepool_trace_job_id(void *fn, void *ctx);
 
@@ -60,7 +61,7 @@ static void lane_name(char *buf, size_t size, int16_t id) {
 
 static void trace_dump(void) {
   const char *pattern = getenv("LANEPOOL_TRACE_FILE");
-  if (!pattern || !events) return;
+  if (!pattern || !events || getpid() != trace_pid) return;
   char path[4096];
   const char *p = strstr(pattern, "%p");
   if (p)
@@ -75,13 +76,14 @@ static void trace_dump(void) {
     n = LANEPOOL__TRACE_CAP;
   }
   for (uint64_t i = 0; i < n; i++) {
-    const trace_event *e = &events[i];
-    if (!e->ns) continue; /* claimed, not yet written */
+    trace_event *e = &events[i];
+    uint64_t ns = atomic_load_explicit(&e->ns, memory_order_acquire);
+    if (!ns) continue; /* claimed, not yet written (the lanes run on during the dump) */
     char lane[16], from[16];
     lane_name(lane, sizeof lane, e->lane);
     lane_name(from, sizeof from, e->from);
-    fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)e->ns, kind_names[e->kind],
-            lane, from,
+    fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)ns, kind_names[e->kind], lane,
+            from,
             e->kind == LANEPOOL__TRACE_RUN      ? source_names[e->source]
             : e->kind == LANEPOOL__TRACE_UNPARK ? (e->source ? "yield" : "-")
                                                 : "-",
@@ -92,6 +94,7 @@ static void trace_dump(void) {
 
 static void trace_init(void) {
   if (!getenv("LANEPOOL_TRACE_FILE")) return;
+  trace_pid = getpid();
   events = calloc(LANEPOOL__TRACE_CAP, sizeof *events);
   if (events) atexit(trace_dump);
 }
@@ -118,7 +121,8 @@ void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source
   e->cpu = (int16_t)sched_getcpu();
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  e->ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  atomic_store_explicit(&e->ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                        memory_order_release);
 }
 #else
 typedef int lanepool__trace_unused; /* ISO C: a translation unit is not empty */

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "lanepool.h"
 #include "check.h"
+#include "procfs.h"
 #include "inject.h"
 #include "internal.h"
 
@@ -1606,18 +1607,6 @@ static bool wait_flag(atomic_int *flag, unsigned cap_ms) {
 }
 
 /* true once the thread `tid` of this process is blocked (state S in its stat). */
-static bool thread_blocked(pid_t tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *close = strrchr(buf, ')');
-  return close && close[1] == ' ' && close[2] == 'S';
-}
-
 /* Until `lane` is parked on its futex (its word PARKED and its thread blocked): cap 5 s. */
 static bool lane_asleep(lanepool_lane_t *lane) {
   lanepool_lane_info_t info;

@@ -1,6 +1,6 @@
 /*
  * procfs.h - the C tests' look-ups in /proc/self/task, shared by api_test.c,
- * edge_test.c and Tests/perf/rescue_wakes.c.
+ * edge_test.c, lifecycle_test.c, steal_test.c and Tests/perf/rescue_wakes.c.
  */
 #ifndef LANEPOOL_TEST_PROCFS_H
 #define LANEPOOL_TEST_PROCFS_H
@@ -43,6 +43,19 @@ static pid_t __attribute__((unused)) thread_named(const char *name) {
     if (strcmp(comm, name) == 0) found = tid;
   closedir(d);
   return found;
+}
+
+/* Thread `tid` of this process is asleep (state S in its stat: blocked in a wait). */
+static bool __attribute__((unused)) thread_blocked(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *close = strrchr(buf, ')');
+  return close && close[1] == ' ' && close[2] == 'S';
 }
 
 #endif /* LANEPOOL_TEST_PROCFS_H */

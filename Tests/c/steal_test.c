@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #endif
 #include "check.h"
+#include "procfs.h"
 #include "lanepool.h"
 /* The core's internal push, for band work placed on a lane of the test's choosing. */
 #include "../../Sources/CLanePool/internal.h"
@@ -826,6 +827,15 @@ typedef struct {
 
 static void woken_task(void *arg) { atomic_store(&((waking *)arg)->woken_ran, 1); }
 
+/* Wakes `other` with a queued sync: blocked until it ran, nothing to yield to. */
+static void sync_waker_task(void *arg) {
+  waking *w = arg;
+  atomic_store(&w->pushed_rc,
+               lanepool_lane_sync_flags(w->other, woken_task, w, LANEPOOL_SYNC_QUEUED));
+  atomic_store(&w->waker_saw, atomic_load(&w->woken_ran));
+  atomic_store(&w->waker_done, 1);
+}
+
 /* Wakes `other` and stays in its task until the woken lane has run what it pushed. */
 static void waker_task(void *arg) {
   waking *w = arg;
@@ -841,10 +851,14 @@ static bool pin_thread(pid_t tid, int cpu) {
   return sched_setaffinity(tid, sizeof set, &set) == 0;
 }
 
-/* true once the lane is parked (its futex word says so); false at the cap. */
+/* true once the lane is parked: its word PARKED and its thread asleep on the futex (a
+ * lane still in its park's first steps could read its note before the waker wrote it);
+ * false at the cap. */
 static bool wait_parked(lanepool_lane_t *lane) {
+  lanepool_lane_info_t info;
+  CHECK(lanepool_lane_info(lane, &info) == 0);
   uint64_t end = now_ns() + WAIT_CAP_NS;
-  while (atomic_load(&lane->sleeping) != LANE_PARKED) {
+  while (atomic_load(&lane->sleeping) != LANE_PARKED || !thread_blocked(info.tid)) {
     if (now_ns() > end) return false;
     sched_yield();
   }
@@ -859,7 +873,8 @@ static uint64_t yields_of(lanepool_lane_t *lane) {
 
 /* Lane A's task wakes lane B and keeps running. B pinned to A's CPU yields to it once
  * per wake (the kernel put it beside its running waker); B on a CPU of its own never
- * does, nor when the waker is a thread outside the pool. */
+ * does, nor when the waker is a thread outside the pool, nor when A's task waits
+ * blocked for what it pushed (a queued sync). */
 static void test_woken_lane_yields_to_its_waker(bool same_cpu) {
   current_test = same_cpu ? "a lane woken on its running waker's CPU yields to it"
                           : "a lane woken on a CPU of its own does not yield";
@@ -887,6 +902,15 @@ static void test_woken_lane_yields_to_its_waker(bool same_cpu) {
     CHECK(atomic_load(&w.waker_saw));
     CHECK(yields_of(b) == before + (same_cpu ? 1 : 0));
   }
+  /* A's task blocks in a queued sync onto B: nothing runs that B could let go first. */
+  CHECK(wait_parked(b));
+  uint64_t before_sync = yields_of(b);
+  waking ws = {.other = b};
+  CHECK(lanepool_lane_async(a, sync_waker_task, &ws) == 0);
+  CHECK(wait_flag(&ws.waker_done));
+  CHECK(atomic_load(&ws.pushed_rc) == 0);
+  CHECK(atomic_load(&ws.waker_saw));
+  CHECK(yields_of(b) == before_sync);
   /* Woken by this thread, no lane: nothing to yield to. */
   CHECK(wait_parked(b));
   uint64_t before = yields_of(b);
