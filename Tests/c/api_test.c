@@ -772,6 +772,56 @@ static void test_next_other_lane(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* ---- busy time: lane info's busy_ns against the wall clock ---------------------- */
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms_task(void *ctx) {
+  struct timespec ts = {0, (long)(uintptr_t)ctx * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {}
+}
+
+/* busy_ns is measured in TSC ticks where the kernel keeps time by the TSC (clock.c):
+ * 50 ms of tasks count at least 50 ms, and never more than the wall time around them
+ * (a wrong ratio of ticks to nanoseconds fails one of the two). */
+static void test_busy_time(void) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "cbusy";
+  cfg.lanes_per_band = 1;
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = 0;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  lanepool_lane_t *lane = NULL;
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(lane, &info), 0);
+  uint64_t before = info.busy_ns;
+  uint64_t t0 = mono_ns();
+  CHECK_RC(lanepool_lane_async(lane, sleep_ms_task, (void *)(uintptr_t)30), 0);
+  CHECK_RC(lanepool_lane_async(lane, sleep_ms_task, (void *)(uintptr_t)20), 0);
+  /* busy_ns grows when the lane runs empty: wait for both tasks and that. */
+  for (int i = 0; i < 30000; i++) {
+    if (lanepool_lane_info(lane, &info) != 0) break;
+    if (info.tasks_executed == 2 && info.busy_ns - before >= 50000000u) break;
+    usleep(1000);
+  }
+  uint64_t wall = mono_ns() - t0;
+  uint64_t busy = info.busy_ns - before;
+  CHECK(info.tasks_executed == 2);
+  CHECK(busy >= 50000000u);
+  CHECK(busy <= wall);
+  if (busy < 50000000u || busy > wall)
+    fprintf(stderr, "busy_ns %llu against 50 ms of tasks in %llu ns of wall time\n",
+            (unsigned long long)busy, (unsigned long long)wall);
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
 int main(void) {
   test_struct_size();
   test_bad_input();
@@ -785,6 +835,7 @@ int main(void) {
   test_async2_cancel();
   test_default_log_callback_may_use_the_default_pool();
   test_next_other_lane();
+  test_busy_time();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
