@@ -459,32 +459,15 @@ void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
-/* clock.c: ticks for intervals on the lane's hot path (see clock.c): TSC ticks where
- * the kernel keeps time by the TSC, else now_ns. lanepool__clock_init() before any lane
- * starts (pool creation); lanepool__ticks_to_ns() converts an interval. */
-extern bool lanepool__ticks_tsc;
-void lanepool__clock_init(void);
-uint64_t lanepool__ticks_to_ns(uint64_t ticks);
-/* The time stamp counter, unordered (0 off x86: never called there). */
-static inline uint64_t lanepool__tsc(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  uint32_t lo, hi;
-  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-  return ((uint64_t)hi << 32) | lo;
-#else
-  return 0;
-#endif
-}
-static inline uint64_t lanepool__ticks(void) {
-  return lanepool__ticks_tsc ? lanepool__tsc() : lanepool__now_ns();
-}
 /* A cheap clock for band work's order between lanes, never 0: the TSC on x86 (constant
  * and in step across CPUs on current machines; a skew makes the order approximate,
  * never loses or repeats a task), else now_ns (nanoseconds, as LANEPOOL__FIFO_LOOK
  * expects). */
 static inline uint64_t lanepool__stamp(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  return lanepool__tsc() | 1;
+  uint32_t lo, hi;
+  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+  return (((uint64_t)hi << 32) | lo) | 1;
 #else
   return lanepool__now_ns() | 1;
 #endif

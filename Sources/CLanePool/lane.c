@@ -1056,15 +1056,6 @@ static void park_spare(lanepool_lane_t *lane) {
   LANEPOOL__TRACE(UNPARK, lane, 0, NULL, NULL);
 }
 
-/* A busy period that began at `since` (lanepool__ticks) ends: its length to busy_ns
- * (nothing if the TSC of the CPU it ends on is behind the one it began on). */
-static void add_busy(lanepool_lane_t *lane, uint64_t since) {
-  uint64_t now = lanepool__ticks();
-  if (now > since)
-    atomic_fetch_add_explicit(&lane->busy_ns, lanepool__ticks_to_ns(now - since),
-                              memory_order_relaxed);
-}
-
 static void lane_loop(lanepool_lane_t *lane) {
   lanepool_t *pool = lane->pool;
   uint64_t executed = atomic_load_explicit(&lane->executed, memory_order_relaxed);
@@ -1111,8 +1102,7 @@ static void lane_loop(lanepool_lane_t *lane) {
       got = rescue_take(lane, &task);
     }
     if (got) {
-      /* Ticks, not now_ns: between finding a handed-over task and running it (clock.c). */
-      if (!busy_since) busy_since = lanepool__ticks();
+      if (!busy_since) busy_since = lanepool__now_ns();
       /* started != executed while a task runs: what the stall detector watches. */
       atomic_store_explicit(&lane->started_tasks, executed + 1, memory_order_relaxed);
       LANEPOOL__TRACE(RUN, lane, source, task.fn, task.ctx);
@@ -1137,7 +1127,8 @@ static void lane_loop(lanepool_lane_t *lane) {
     }
     /* Empty. */
     if (busy_since) {
-      add_busy(lane, busy_since);
+      atomic_fetch_add_explicit(&lane->busy_ns, lanepool__now_ns() - busy_since,
+                                memory_order_relaxed);
       busy_since = 0;
     }
     if (lanepool__ring_closed(&lane->ring)) {
@@ -1153,7 +1144,9 @@ static void lane_loop(lanepool_lane_t *lane) {
     if (spin_for_work(lane)) continue;
     park(lane);
   }
-  if (busy_since) add_busy(lane, busy_since);
+  if (busy_since)
+    atomic_fetch_add_explicit(&lane->busy_ns, lanepool__now_ns() - busy_since,
+                              memory_order_relaxed);
 }
 
 static void *lane_resume(void *arg);

@@ -311,7 +311,6 @@ static void install_fork_handlers(void);
 static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now,
                        lanepool_t **out) {
   install_fork_handlers();
-  lanepool__clock_init(); /* before any lane starts: lanes read lanepool__ticks() */
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;

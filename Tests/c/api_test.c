@@ -785,9 +785,8 @@ static void sleep_ms_task(void *ctx) {
   while (nanosleep(&ts, &ts) != 0) {}
 }
 
-/* busy_ns is measured in TSC ticks where the kernel keeps time by the TSC (clock.c):
- * 50 ms of tasks count at least 50 ms, and never more than the wall time around them
- * (a wrong ratio of ticks to nanoseconds fails one of the two). */
+/* 50 ms of tasks count at least 50 ms of busy_ns, and never more than the wall time
+ * around them (a busy period measured in the wrong unit fails one of the two). */
 static void test_busy_time(void) {
   lanepool_config_t cfg;
   lanepool_config_init(&cfg);
