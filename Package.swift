@@ -17,10 +17,10 @@ let package = Package(
     .library(name: "LanePoolServer", targets: ["LanePoolServer"]),
   ],
   // Server (on by default) gates the three server packages, Bench (on by default) the
-  // benchmark's two: a dependent that uses only LanePool or CLanePool says `traits: []`
-  // (or `["NUMA"]`) on its `.package` line and SwiftPM neither fetches nor builds them; a
-  // server says `traits: ["Server"]`. A root build that names traits keeps these with
-  // `default` (`--traits default,NUMA`).
+  // benchmark's two, NIOPeer (off) the benchmark's SwiftNIO rows: a dependent that uses
+  // only LanePool or CLanePool says `traits: []` (or `["NUMA"]`) on its `.package` line
+  // and SwiftPM neither fetches nor builds them; a server says `traits: ["Server"]`. A
+  // root build that names traits keeps these with `default` (`--traits default,NUMA`).
   traits: [
     .default(enabledTraits: ["Server", "Bench"]),
     .trait(
@@ -30,6 +30,10 @@ let package = Package(
     .trait(
       name: "Bench",
       description: "lanepool-bench's packages: swift-argument-parser and hdrhistogram-swift. On by default; lanepool-bench needs it and Server."
+    ),
+    .trait(
+      name: "NIOPeer",
+      description: "lanepool-bench's W9 adds actors on two SwiftNIO event loops, the natural peer of actors on lanes (swift-nio). Off by default: `swift run -c release --traits default,NIOPeer lanepool-bench`."
     ),
     .trait(
       name: "NUMA",
@@ -45,6 +49,8 @@ let package = Package(
     // lanepool-bench only (the Bench trait): flags and latency histograms.
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+    // lanepool-bench's W9 peer only (the NIOPeer trait, off by default).
+    .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
   ],
   targets: [
     // The C core. Its one public header is the top-level include/lanepool.h, reached
@@ -77,6 +83,8 @@ let package = Package(
         "LanePool", "LanePoolServer", "CLanePool", "LanePoolBenchSupport",
         .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Bench"])),
         .product(name: "Histogram", package: "hdrhistogram-swift", condition: .when(traits: ["Bench"])),
+        .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIOPeer"])),
+        .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIOPeer"])),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),

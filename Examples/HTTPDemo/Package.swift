@@ -10,7 +10,7 @@ let package = Package(
   dependencies: [
     .package(name: "LanePool", path: "../.."),
     .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
-    // Hummingbird's own SwiftNIO, named for HopPeers' event loops.
+    // Hummingbird's own SwiftNIO, named for the server's event loop group.
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
   ],
   targets: [
@@ -19,16 +19,6 @@ let package = Package(
       dependencies: [
         .product(name: "Hummingbird", package: "hummingbird"),
         .product(name: "LanePool", package: "LanePool"),
-        .product(name: "NIOPosix", package: "swift-nio"),
-      ],
-      swiftSettings: [.swiftLanguageMode(.v6)]
-    ),
-    // W9's actor ping-pong beside actors on SwiftNIO event loops (Sources/HopPeers).
-    .executableTarget(
-      name: "HopPeers",
-      dependencies: [
-        .product(name: "LanePool", package: "LanePool"),
-        .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]

@@ -169,54 +169,62 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
   let laneA = pool.lanes(for: .userInitiated)[0]
   let laneB = pool.lanes(for: .userInitiated)[1]
   let queueExecutor = DispatchQueueTaskExecutor()
-  typealias Variant = (name: String, usesLanes: Bool, run: (Int) -> Void)
-  let variants: [Variant] = [
+  var cLane: OpaquePointer?
+  _ = lanepool_get_lane(cPool, LANEPOOL_QOS_USER_INITIATED, 0, &cLane)
+  let references = HopReferences(cLane!)
+  defer { references.shutdown() }
+  var variants: [W9Variant] = [
     (
       "default executor", false,
       { n in
         let a = DefaultPinger(), b = DefaultPonger()
         blockOn { await a.run(n, b) }
-      }
+      }, 1
     ),
     (
       "both actors on one lane", true,
       { n in
         let a = LanePinger(lane: laneA), b = LanePonger(lane: laneA)
         blockOn { await a.run(n, b) }
-      }
+      }, 1
     ),
     (
       "actors on two lanes", true,
       { n in
         let a = LanePinger(lane: laneA), b = LanePonger(lane: laneB)
         blockOn { await a.run(n, b) }
-      }
+      }, 1
     ),
+  ]
+  variants += references.handOffRows
+  variants += [
     (
       "default actors, task prefers the pool", true,
       { n in
         let a = DefaultPinger(), b = DefaultPonger()
         blockOn(preferring: pool) { await a.run(n, b) }
-      }
+      }, 1
     ),
     (
       "default actors, task prefers a DispatchQueue executor", false,
       { n in
         let a = DefaultPinger(), b = DefaultPonger()
         blockOn(preferring: queueExecutor) { await a.run(n, b) }
-      }
+      }, 1
     ),
     (
       "default actors, task prefers one lane", true,
       { n in
         let a = DefaultPinger(), b = DefaultPonger()
         blockOn(preferring: laneA) { await a.run(n, b) }
-      }
+      }, 1
     ),
   ]
+  variants += references.taskRows
   var out: [(String, W9Result)] = []
   for v in variants {
-    v.run(max(calls / 10, 100))  // warm-up
+    let n = max(calls / v.divisor, 100)
+    v.run(max(n / 10, 100))  // warm-up
     var ns: [Double] = []
     var jobs: [Double] = []
     var cpu: [Double] = []
@@ -224,10 +232,10 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
       let j0 = laneJobs(pool)
       let c0 = processCPUNanoseconds()
       let t0 = now()
-      v.run(calls)
-      ns.append(Double(now() - t0) / Double(calls))
-      cpu.append(Double(processCPUNanoseconds() - c0) / Double(calls))
-      jobs.append(Double(laneJobs(pool) - j0) / Double(calls))
+      v.run(n)
+      ns.append(Double(now() - t0) / Double(n))
+      cpu.append(Double(processCPUNanoseconds() - c0) / Double(n))
+      jobs.append(Double(laneJobs(pool) - j0) / Double(n))
     }
     out.append(
       (
