@@ -11,6 +11,10 @@
 #include <stdatomic.h>
 #include <time.h>
 
+/* internal.h's LANEPOOL__RESCUE_NS in test builds: 100 ms, as in the library, until a
+ * test sets it (declared there, with the library's other tunables). */
+_Atomic uint64_t lanepool__rescue_ns = 100000000u;
+
 static _Atomic uint64_t inject_seed;
 static _Atomic uint32_t inject_sleep_us = 200;
 static _Atomic uint64_t inject_threads; /* gives each thread its own stream */

@@ -387,8 +387,15 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
 
 /* A band's rescue lane takes a band lane's stealable head task once that lane has
  * been awake with work queued, and has finished no task, for this long (lane.c, "The
- * rescue lane"); it also parks with this timeout while its band has work queued. */
-#define LANEPOOL__RESCUE_NS 100000000u
+ * rescue lane"); it also parks with this timeout while its band has work queued. Test
+ * builds may shorten it (inject.c: Tests/c/sched_test.c runs stuck bands under the
+ * controlled scheduler, hundreds of schedules a scenario). */
+#ifdef LANEPOOL_TEST_INJECT
+extern _Atomic uint64_t lanepool__rescue_ns;
+#define LANEPOOL__RESCUE_NS atomic_load_explicit(&lanepool__rescue_ns, memory_order_relaxed)
+#else
+#define LANEPOOL__RESCUE_NS UINT64_C(100000000)
+#endif
 
 /* A lane busy with its own queue looks at its watched sibling once per this many tasks
  * (a power of two; lane.c, lane_loop). */

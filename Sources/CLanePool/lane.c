@@ -998,6 +998,16 @@ static inline void run_task(const lanepool__task *task) {
  * timeout. It adds one thread, for one stuck task at a time: a rescued task that
  * blocks in turn waits for its own band lane to finish. */
 
+/* The oldest band task queued behind the head of a held lane's ring (ring.h, "Rescue
+ * out of order"): the head itself is the steal's. Work in the lane's overflow list is
+ * out of reach (only its lane takes it). */
+static bool rescue_behind_head(lanepool__ring *r, lanepool__task *out) {
+  uint64_t tail = lanepool__ring_tail(r, memory_order_acquire);
+  for (uint64_t pos = lanepool__ring_head(r) + 1; pos < tail; pos++)
+    if (lanepool__ring_rescue_at(r, pos, out)) return true;
+  return false;
+}
+
 /* Takes the stealable head task of a band lane that has work queued now and has been
  * awake, finishing nothing, for LANEPOOL__RESCUE_NS (with an empty queue for some of
  * that time too: a job that a rescued task hands on to a held lane is taken back at the
@@ -1015,8 +1025,11 @@ static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {
       seen[1] = now;
       continue;
     }
-    /* ring_steal takes only a published, stealable head: nothing queued, nothing taken. */
-    if (now - seen[1] >= LANEPOOL__RESCUE_NS && lanepool__ring_steal(&s->ring, out)) {
+    /* ring_steal takes only a published, stealable head: nothing queued, nothing taken.
+     * Behind a lane-bound head (which only its lane may run, after the task that does not
+     * end), the oldest band task further back is taken out of order. */
+    if (now - seen[1] >= LANEPOOL__RESCUE_NS &&
+        (lanepool__ring_steal(&s->ring, out) || rescue_behind_head(&s->ring, out))) {
       atomic_fetch_add_explicit(&spare->stolen, 1, memory_order_relaxed);
       return true;
     }

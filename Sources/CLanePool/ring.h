@@ -35,6 +35,18 @@
  * before the CAS winner frees it, so the thief's CAS on `head` validates what it read.
  * Lane-bound cells are never stolen, so a lane's own work keeps its FIFO order.
  *
+ * Rescue out of order. The band's rescue lane may also take a marked cell that is not
+ * at the head (lanepool__ring_rescue_at: band work queued behind a lane-bound task
+ * behind a task that blocks). It claims the cell itself with a CAS on its seq
+ * (marked -> marked | TAKEN), reads the task, then stores marked | TAKEN | READ
+ * (release). So every taker of a marked cell claims it on its seq: the owner and the
+ * head thieves, after their CAS on head, free the cell with a CAS from the marked value
+ * (lanepool__ring_take); one that finds TAKEN instead does not run the task, waits for
+ * READ and frees the cell. The owner, finding a TAKEN cell at its head, moves head past
+ * it the same way. A cell is freed only in order, by whoever moves head past it, and
+ * never while the rescuer reads it. Positions stay below 2^61 (TAKEN and READ are bits
+ * 62 and 61 of a seq).
+ *
  * Stamps. A ring may carry a parallel array of stamps (lanepool__ring_set_stamps): a
  * marked cell pushed with a nonzero stamp (the pushing lane's clock, lane.c "older band
  * work first") keeps it there until the cell is taken, which clears it before freeing
@@ -73,8 +85,13 @@
 /* lane.c only: the pusher waits, blocked, until the task has run (a queued sync), so the
  * lane it wakes has no running waker to yield to (lane.c, yield_to_waker). */
 #define LANEPOOL__PUSH_WAITS    8u
-/* In a published cell's seq: the cell may be stolen. Positions stay below 2^62. */
+/* In a published cell's seq: the cell may be stolen. Positions stay below 2^61. */
 #define LANEPOOL__SEQ_STEAL     (UINT64_C(1) << 63)
+/* In a marked cell's seq: the rescue lane claimed it out of order ("Rescue out of
+ * order"), and then has read it (the cell may be freed). */
+#define LANEPOOL__SEQ_TAKEN     (UINT64_C(1) << 62)
+#define LANEPOOL__SEQ_READ      (UINT64_C(1) << 61)
+#define LANEPOOL__SEQ_FLAGS     (LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN | LANEPOOL__SEQ_READ)
 
 typedef void (*lanepool__ring_fn)(void *);
 
@@ -164,7 +181,7 @@ static inline int lanepool__ring_push_stamped(lanepool__ring *r, lanepool__ring_
     if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     lanepool__slot *slot = &r->slots[pos & r->mask];
-    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_STEAL;
+    uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_FLAGS;
     int64_t diff = (int64_t)(seq - pos);
     if (diff == 0) {
       /* seq_cst: ordered before the `sleeping` load of the parking protocol. The
@@ -212,7 +229,7 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     int64_t first =
         (int64_t)((atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) &
-                   ~LANEPOOL__SEQ_STEAL) -
+                   ~LANEPOOL__SEQ_FLAGS) -
                   pos);
     if (first < 0) return EAGAIN;
     if (first > 0) { /* another producer claimed pos: look again */
@@ -249,20 +266,53 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
   }
 }
 
+/* Waits until the rescuer that claimed the cell at `pos` has read it. It reads three
+ * words right after its claim, so this waits only while that thread is preempted. */
+static inline void lanepool__ring_wait_read(lanepool__slot *slot) {
+  for (int spins = 0;
+       !(atomic_load_explicit(&slot->seq, memory_order_acquire) & LANEPOOL__SEQ_READ); spins++) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    if (spins >= 64) sched_yield();
+  }
+}
+
+/* Frees the cell at `pos`, whose task the rescue lane took (head has moved past it):
+ * once the rescuer has read it. A marked cell's stamp is cleared first. */
+static inline void lanepool__ring_free_rescued(lanepool__ring *r, uint64_t pos) {
+  lanepool__slot *slot = &r->slots[pos & r->mask];
+  lanepool__ring_wait_read(slot);
+  if (r->stamps) atomic_store_explicit(&r->stamps[pos & r->mask], 0, memory_order_relaxed);
+  atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
+}
+
 /* Takes the cell at `pos` (the CAS on head already won it, or the owner's lane-bound
- * head): reads it, frees it. `marked`: a stealable cell, which may carry a stamp. */
-static inline void lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool__ring_task *out,
+ * head): reads it, frees it. `marked`: a stealable cell, which may carry a stamp, and
+ * which the rescue lane may have claimed meanwhile: then false, nothing taken (the
+ * cell is freed once the rescuer has read it). */
+static inline bool lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool__ring_task *out,
                                        bool marked) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
   out->fn = slot->fn;
   out->ctx = slot->ctx;
   out->arg = slot->arg;
-  if (marked && r->stamps) { /* cleared before the cell is freed: the next lap stamps anew */
+  if (!marked) {
+    atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
+    return true;
+  }
+  if (r->stamps) { /* cleared before the cell is freed: the next lap stamps anew */
     _Atomic uint64_t *stamp = &r->stamps[pos & r->mask];
     if (atomic_load_explicit(stamp, memory_order_relaxed))
       atomic_store_explicit(stamp, 0, memory_order_relaxed);
   }
-  atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
+  /* The claim: from the marked value to free. It fails only if the rescue lane claimed
+   * the cell first (TAKEN): the task is the rescuer's. release: the reads above happen
+   * before a producer reuses the cell. */
+  uint64_t marked_seq = (pos + 1) | LANEPOOL__SEQ_STEAL;
+  if (atomic_compare_exchange_strong_explicit(&slot->seq, &marked_seq, pos + r->mask + 1,
+                                              memory_order_release, memory_order_relaxed))
+    return true;
+  lanepool__ring_free_rescued(r, pos);
+  return false;
 }
 
 /* The owner (the lane thread, or the discard pass after the join). true and *out if
@@ -282,17 +332,29 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
       atomic_store_explicit(&r->head, pos + 1, memory_order_release);
       return true;
     }
+    if ((seq & ~LANEPOOL__SEQ_READ) == ((pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN)) {
+      /* The rescue lane took it out of order: move past it and free it. (A thief moves
+       * head only past a cell whose marked seq it read, so this CAS does not fail; a
+       * CAS keeps head's one rule: a marked cell is passed by CAS.) */
+      if (atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+        lanepool__ring_free_rescued(r, pos);
+        pos++;
+      }
+      continue;
+    }
     if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) {
       uint64_t now = atomic_load_explicit(&r->head, memory_order_relaxed);
       if (now == pos) return false; /* not published yet */
       pos = now;                    /* a thief took it: look at the new head */
       continue;
     }
-    /* Marked: a thief may be claiming it too; whoever wins the CAS takes it. */
+    /* Marked: a thief may be claiming it too; whoever wins the CAS on head takes it,
+     * unless the rescue lane claimed the cell meanwhile (then look at the next head). */
     if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                               memory_order_relaxed)) {
-      lanepool__ring_take(r, pos, out, true);
-      return true;
+      if (lanepool__ring_take(r, pos, out, true)) return true;
+      pos++;
     }
   }
 }
@@ -305,7 +367,28 @@ static inline bool lanepool__ring_steal_at(lanepool__ring *r, uint64_t pos,
   if (!atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                memory_order_relaxed))
     return false;
-  lanepool__ring_take(r, pos, out, true);
+  return lanepool__ring_take(r, pos, out, true); /* false: the rescue lane claimed it */
+}
+
+/* The rescue lane: the marked cell at `pos` (the head or behind it), out of order
+ * ("Rescue out of order"). true and *out if it was published and marked and this claim
+ * took it; false otherwise (not published, lane-bound, or taken by someone else). The
+ * acquire pairs with the producer's publish; the cell cannot be freed between the
+ * claim and the READ store (every other taker waits for READ before freeing it). */
+static inline bool lanepool__ring_rescue_at(lanepool__ring *r, uint64_t pos,
+                                            lanepool__ring_task *out) {
+  lanepool__slot *slot = &r->slots[pos & r->mask];
+  uint64_t marked = (pos + 1) | LANEPOOL__SEQ_STEAL;
+  if (atomic_load_explicit(&slot->seq, memory_order_relaxed) != marked ||
+      !atomic_compare_exchange_strong_explicit(&slot->seq, &marked, marked | LANEPOOL__SEQ_TAKEN,
+                                               memory_order_acquire, memory_order_relaxed))
+    return false;
+  out->fn = slot->fn;
+  out->ctx = slot->ctx;
+  out->arg = slot->arg;
+  /* release: the reads above happen before the owner frees the cell. */
+  atomic_store_explicit(&slot->seq, marked | LANEPOOL__SEQ_TAKEN | LANEPOOL__SEQ_READ,
+                        memory_order_release);
   return true;
 }
 
@@ -366,7 +449,7 @@ static inline uint64_t lanepool__ring_close(lanepool__ring *r, uint64_t flag) {
 static inline lanepool__slot *lanepool__ring_wait_cell(lanepool__ring *r, uint64_t pos) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
   for (int spins = 0;
-       (atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_STEAL) != pos + 1;
+       (atomic_load_explicit(&slot->seq, memory_order_acquire) & ~LANEPOOL__SEQ_FLAGS) != pos + 1;
        spins++) {
     if (atomic_load_explicit(&r->head, memory_order_acquire) > pos) return NULL;
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);

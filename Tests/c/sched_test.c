@@ -9,8 +9,10 @@
  * task that sets a timer from its lane), drain and cancel (lanepool_shutdown), destroy
  * (lanepool_destroy; it waits until every other thread of the scenario is inside its
  * call, so that each call is in flight as destroy starts: a destroy racing a call that
- * has not begun would be the caller's error). Pool: one lane per band, rings of 2 (a
- * third queued task goes to the overflow list), no spinning.
+ * has not begun would be the caller's error), stuck (band work that queues band work
+ * behind itself on its band's one lane and waits for it: only the band's rescue lane,
+ * whose delay this test cuts to 1 ms, can run it). Pool: one lane per band and its
+ * rescue lane, rings of 2 (a third queued task goes to the overflow list), no spinning.
  * Each run checks: every accepted task ran or was handed to the discard callback,
  * exactly once, a refused one neither; a sync that returned 0 ran once, one that
  * returned an error never; every return code is one the API documents; the run ends
@@ -62,10 +64,11 @@ enum {
   OP_DRAIN,
   OP_CANCEL,
   OP_DESTROY,
+  OP_STUCK,
   OP_NONE = -1
 };
-static const char *const op_names[] = {"async",           "sync",  "after",  "follow",
-                                       "timer-from-task", "drain", "cancel", "destroy"};
+static const char *const op_names[] = {"async", "sync",   "after",   "follow", "timer-from-task",
+                                       "drain", "cancel", "destroy", "stuck"};
 
 typedef struct {
   int ops[3];
@@ -76,20 +79,39 @@ typedef struct {
 
 /* Every submit kind against every stop, every pair of stops, then triples. */
 static const scenario scenarios[] = {
-    {{OP_ASYNC, OP_DRAIN, OP_NONE}, NULL},          {{OP_ASYNC, OP_CANCEL, OP_NONE}, NULL},
-    {{OP_ASYNC, OP_DESTROY, OP_NONE}, NULL},        {{OP_SYNC, OP_DRAIN, OP_NONE}, NULL},
-    {{OP_SYNC, OP_CANCEL, OP_NONE}, NULL},          {{OP_SYNC, OP_DESTROY, OP_NONE}, NULL},
-    {{OP_AFTER, OP_DRAIN, OP_NONE}, NULL},          {{OP_AFTER, OP_CANCEL, OP_NONE}, NULL},
-    {{OP_AFTER, OP_DESTROY, OP_NONE}, NULL},        {{OP_FOLLOW, OP_DRAIN, OP_NONE}, NULL},
-    {{OP_FOLLOW, OP_CANCEL, OP_NONE}, NULL},        {{OP_FOLLOW, OP_DESTROY, OP_NONE}, NULL},
-    {{OP_FOLLOW_AFTER, OP_DRAIN, OP_NONE}, NULL},   {{OP_FOLLOW_AFTER, OP_CANCEL, OP_NONE}, NULL},
-    {{OP_FOLLOW_AFTER, OP_DESTROY, OP_NONE}, NULL}, {{OP_DRAIN, OP_DRAIN, OP_NONE}, NULL},
-    {{OP_DRAIN, OP_CANCEL, OP_NONE}, NULL},         {{OP_CANCEL, OP_CANCEL, OP_NONE}, NULL},
-    {{OP_DRAIN, OP_DESTROY, OP_NONE}, NULL},        {{OP_CANCEL, OP_DESTROY, OP_NONE}, NULL},
-    {{OP_DESTROY, OP_DESTROY, OP_NONE}, NULL},      {{OP_FOLLOW, OP_DRAIN, OP_CANCEL}, NULL},
-    {{OP_AFTER, OP_DRAIN, OP_CANCEL}, NULL},        {{OP_SYNC, OP_DRAIN, OP_CANCEL}, NULL},
-    {{OP_ASYNC, OP_SYNC, OP_CANCEL}, NULL},         {{OP_FOLLOW, OP_AFTER, OP_DRAIN}, NULL},
+    {{OP_ASYNC, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_ASYNC, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_ASYNC, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_SYNC, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_SYNC, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_SYNC, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_AFTER, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_AFTER, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_AFTER, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_FOLLOW, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_FOLLOW, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_FOLLOW, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_FOLLOW_AFTER, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_DRAIN, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_DRAIN, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_CANCEL, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_DRAIN, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_CANCEL, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_DESTROY, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_FOLLOW, OP_DRAIN, OP_CANCEL}, NULL},
+    {{OP_AFTER, OP_DRAIN, OP_CANCEL}, NULL},
+    {{OP_SYNC, OP_DRAIN, OP_CANCEL}, NULL},
+    {{OP_ASYNC, OP_SYNC, OP_CANCEL}, NULL},
+    {{OP_FOLLOW, OP_AFTER, OP_DRAIN}, NULL},
     {{OP_ASYNC, OP_DRAIN, OP_DESTROY}, NULL},
+    /* The rescue lane: a band stuck behind its one lane, against every stop. */
+    {{OP_STUCK, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_STUCK, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_STUCK, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_STUCK, OP_DRAIN, OP_CANCEL}, NULL},
+    {{OP_STUCK, OP_ASYNC, OP_DRAIN}, NULL},
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
@@ -149,6 +171,20 @@ static void follow_after_fn(void *ctx) {
     atomic_store(&accepted[id + 1], 1);
 }
 
+/* OP_STUCK: band work (lanepool_async on the default band, whose one lane is lane_a)
+ * that queues band work behind itself on its own lane and waits until that has run:
+ * only the band's rescue lane can take it. It stops waiting once a cancel has begun
+ * (the queued task is then discarded, or ran first) or the follow-up was refused. */
+static _Atomic int cancel_begun;
+
+static void stuck_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  if (lanepool_async(pool, LANEPOOL_QOS_DEFAULT, task_fn, id_ctx(id + 1)) != 0) return;
+  atomic_store(&accepted[id + 1], 1);
+  while (!atomic_load(&ran[id + 1]) && !atomic_load(&cancel_begun)) sched_point(LANEPOOL__AT_SPIN);
+}
+
 static void discard_fn(lanepool_fn fn, void *ctx, void *arg) {
   (void)fn;
   (void)arg;
@@ -197,7 +233,13 @@ static void *op_thread(void *p) {
     break;
   case OP_CANCEL:
     atomic_store(&entered[idx], 1);
+    atomic_store(&cancel_begun, 1);
     op_rc[idx] = lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_fn, NULL);
+    break;
+  case OP_STUCK:
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_async(pool, LANEPOOL_QOS_DEFAULT, stuck_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
     break;
   case OP_DESTROY:
     op_rc[idx] = lanepool_destroy(pool);
@@ -273,7 +315,7 @@ static lanepool_t *make_pool(void) {
  * lane is still on its way to its first park when the scheduler starts: the threads
  * that show up are the same in every replay of a seed. */
 static void wait_pool_quiet(lanepool_t *p) {
-  uint32_t total = p->lanes_per_band * LANEPOOL_BAND_COUNT;
+  uint32_t total = lanepool__lane_total(p); /* the rescue lanes too */
   for (int tries = 0; tries < 20000; tries++) {
     uint32_t quiet = 0;
     for (uint32_t i = 0; i < total; i++) {
@@ -310,6 +352,7 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     case OP_AFTER:
     case OP_FOLLOW:
     case OP_FOLLOW_AFTER:
+    case OP_STUCK:
       ok = rc_in(rc, 0, ESHUTDOWN, 0);
       break;
     case OP_SYNC:
@@ -378,6 +421,7 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
     atomic_store(&entered[i], 0);
     op_rc[i] = op_rc2[i] = 0;
   }
+  atomic_store(&cancel_begun, 0);
   running = sc;
   alarm(hang_cap_s);
   pool = make_pool();
@@ -483,6 +527,9 @@ int main(int argc, char **argv) {
   signal(SIGBUS, on_fatal);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(say_run);
 
+  /* The rescue lane takes a stuck band's task after 1 ms here, not 100 (its timed
+   * parks too): a "stuck" run waits for it about twice. */
+  atomic_store(&lanepool__rescue_ns, 1000000u);
   /* Warm-up: the library's first call in a process sets things up once (e.g. a
    * membarrier registration): not inside a scheduled run. */
   lanepool_t *warm = make_pool();

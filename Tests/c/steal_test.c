@@ -368,6 +368,84 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
   CHECK_RC(lanepool_destroy(r.pool), 0);
 }
 
+/* Band work behind a lane-bound task behind a task that waits for it: X, on a band's
+ * only lane A, queues a lane-bound T on A (an actor's job on its lane, say), then band
+ * work Y (LOCAL: on A, behind T), and waits for Y. T may run only on A, after X; the
+ * rescue lane takes Y from behind T, out of order (ring.h, "Rescue out of order"), and
+ * T runs on A once X returns. Before the out-of-order take, the rescue lane took only a
+ * stealable head, and X's wait reached the cap. With `drain`, the pool is drained
+ * while A is stuck. (Found by sched_test's stuck+async+drain.) */
+static struct {
+  lanepool_t *pool;
+  lanepool_lane_t *a;
+  _Atomic int pushed, x_ok, x_done, y_done, y_runs, t_runs, t_done, t_after_x, t_rc, y_rc;
+  lanepool_lane_t *_Atomic y_lane, *_Atomic t_lane;
+} rb;
+
+static void rb_t(void *arg) {
+  (void)arg;
+  atomic_store(&rb.t_lane, current());
+  atomic_store(&rb.t_after_x, atomic_load(&rb.x_done));
+  atomic_fetch_add(&rb.t_runs, 1);
+  atomic_store(&rb.t_done, 1);
+}
+
+static void rb_y(void *arg) {
+  (void)arg;
+  atomic_store(&rb.y_lane, current());
+  atomic_fetch_add(&rb.y_runs, 1);
+  atomic_store(&rb.y_done, 1);
+}
+
+static void rb_x(void *arg) {
+  (void)arg;
+  atomic_store(&rb.t_rc, lanepool_lane_async(rb.a, rb_t, NULL));
+  atomic_store(&rb.y_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_y, NULL,
+                                              LANEPOOL_SUBMIT_LOCAL));
+  atomic_store(&rb.pushed, 1);
+  atomic_store(&rb.x_ok, wait_flag(&rb.y_done));
+  atomic_store(&rb.x_done, 1);
+}
+
+static void test_rescue_behind_lane_bound(bool drain) {
+  current_test = drain ? "rescue lane: band work behind a lane-bound task, drained meanwhile"
+                       : "rescue lane: band work behind a lane-bound task behind a task that "
+                         "waits for it";
+  memset(&rb, 0, sizeof rb);
+  rb.pool = make_pool("rescueb", 1);
+  CHECK_RC(lanepool_get_lane(rb.pool, LANEPOOL_QOS_DEFAULT, 0, &rb.a), 0);
+  lanepool_lane_t *rescue = NULL;
+  CHECK_RC(lanepool_rescue_lane(rb.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
+  CHECK_RC(lanepool_lane_async(rb.a, rb_x, NULL), 0);
+  if (drain) {
+    drain_call d = {.pool = rb.pool};
+    pthread_t drainer;
+    CHECK(wait_flag(&rb.pushed));
+    CHECK_RC(pthread_create(&drainer, NULL, drain_thread, &d), 0);
+    if (!wait_flag(&d.done)) {
+      fprintf(stderr, "%s: the drain did not end within the cap\n", current_test);
+      exit(1);
+    }
+    pthread_join(drainer, NULL);
+    CHECK_RC(atomic_load(&d.rc), 0);
+  }
+  CHECK(wait_flag(&rb.x_done));
+  CHECK(wait_flag(&rb.t_done));
+  if (!drain) CHECK_RC(lanepool_shutdown(rb.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(atomic_load(&rb.t_rc), 0);
+  CHECK_RC(atomic_load(&rb.y_rc), 0);
+  CHECK(atomic_load(&rb.x_ok)); /* X's wait ended by Y, not by the cap */
+  CHECK(atomic_load(&rb.y_runs) == 1);
+  CHECK(atomic_load(&rb.y_lane) == rescue);
+  CHECK(atomic_load(&rb.t_runs) == 1); /* T ran once, on its lane, after X */
+  CHECK(atomic_load(&rb.t_lane) == rb.a);
+  CHECK(atomic_load(&rb.t_after_x));
+  lanepool_lane_info_t info;
+  CHECK_RC(lanepool_lane_info(rescue, &info), 0);
+  CHECK(info.tasks_stolen >= 1);
+  CHECK_RC(lanepool_destroy(rb.pool), 0);
+}
+
 /* A rescued task that submits LOCAL and waits for it (what a Swift job does with any
  * task it starts): the work goes to a band lane, never onto the rescue lane's own ring,
  * which nothing steals from. Both band lanes are held while W is rescued and let go
@@ -945,6 +1023,8 @@ int main(int argc, char **argv) {
     test_rescue_lane(false, true);
     test_rescue_lane(true, true);
     test_rescue_lane_cancelled();
+    test_rescue_behind_lane_bound(false);
+    test_rescue_behind_lane_bound(true);
     test_rescued_task_submits_local();
     test_rescue_lane_is_never_lent();
   }

@@ -1,0 +1,125 @@
+/*
+ * take.pml - who takes a marked (stealable) ring cell (Sources/CLanePool/ring.h,
+ * "Stealing" and "Rescue out of order"), for spin. One cell, published marked, at the
+ * head of its ring. Three takers race for it:
+ *   - the owner (lanepool__ring_pop): reads the cell's seq; marked: CAS head past it,
+ *     then lanepool__ring_take; claimed by the rescuer: CAS head past it, wait for READ,
+ *     free it;
+ *   - a thief (lanepool__ring_steal_at): marked: CAS head past it, then ring_take;
+ *   - the rescue lane (lanepool__ring_rescue_at): CAS seq marked -> TAKEN, read the
+ *     task, store TAKEN | READ; it never moves head.
+ * ring_take reads the task, then claims it with a CAS of seq from marked to free; if
+ * that fails (the rescuer claimed it), it waits for READ and frees the cell, and does
+ * not run the task. Once the cell is free, the next lap's producer writes a new task
+ * into it. Every step is one atomic operation of the C code.
+ *
+ * Checked (model/check-take):
+ *   - the task runs exactly once (runs == 1 once everyone is done);
+ *   - the one who runs it read it before anyone wrote the next lap's task into the cell;
+ *   - nobody waits forever (no invalid end state) and the cell ends up free.
+ *
+ * BROKEN selects a wrong variant, to see the checker catch it:
+ *   1: ring_take frees a marked cell with a plain store, not a CAS from marked
+ *   2: the rescuer stores READ before it reads the task
+ *   3: the owner frees a cell the rescuer claimed without waiting for READ
+ *   4: the rescuer checks for marked, then stores TAKEN (no CAS)
+ */
+#ifndef BROKEN
+#define BROKEN 0
+#endif
+
+#define MARKED 1   /* (pos + 1) | SEQ_STEAL: published, stealable */
+#define TAKEN  2   /* ... | SEQ_TAKEN: the rescuer claimed it */
+#define READ   3   /* ... | SEQ_TAKEN | SEQ_READ: and has read it */
+#define FREE   4   /* pos + capacity: free for the next lap */
+
+byte seq = MARKED;
+bit head = 0;      /* 0: the cell is the head; 1: head has moved past it */
+bit content = 0;   /* 0: this lap's task; 1: the next lap's producer wrote the cell */
+byte runs = 0;     /* times the task ran */
+byte done = 0;     /* takers that finished */
+
+/* ring_take after a won CAS on head: read, then claim by CAS from MARKED to FREE. */
+inline take() {
+  got = content;                                  /* out->fn, ctx, arg = slot->... */
+  if
+  :: BROKEN == 1 -> atomic { seq = FREE; claimed = true }
+  :: BROKEN != 1 -> atomic { if :: seq == MARKED -> seq = FREE; claimed = true
+                               :: else -> claimed = false fi }
+  fi;
+  if
+  :: claimed -> assert(got == 0); runs++
+  :: else -> seq == READ; seq = FREE              /* lanepool__ring_free_rescued */
+  fi
+}
+
+proctype owner() {
+  byte s; bit got; bool won, claimed;
+  do
+  :: head == 1 -> break                           /* a thief took it: nothing here */
+  :: else ->
+     s = seq;
+     if
+     :: s == MARKED ->
+        atomic { if :: head == 0 -> head = 1; won = true :: else -> won = false fi };
+        if :: won -> take(); break :: else -> skip fi
+     :: s == TAKEN || s == READ ->                /* the rescue lane took it */
+        atomic { if :: head == 0 -> head = 1; won = true :: else -> won = false fi };
+        if
+        :: won ->
+           if :: BROKEN != 3 -> seq == READ :: else -> skip fi;
+           seq = FREE; break
+        :: else -> skip
+        fi
+     :: else -> skip                              /* FREE: someone else moved past it */
+     fi
+  od;
+  done++
+}
+
+proctype thief() {
+  byte s; bit got; bool won = false, claimed;
+  if
+  :: head == 0 ->
+     s = seq;
+     if
+     :: s == MARKED ->
+        atomic { if :: head == 0 -> head = 1; won = true :: else -> skip fi };
+        if :: won -> take() :: else -> skip fi
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi;
+  done++
+}
+
+proctype rescuer() {
+  bit got; bool claimed = false;
+  if
+  :: BROKEN == 4 -> if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi
+  :: BROKEN != 4 -> atomic { if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi }
+  fi;
+  if
+  :: claimed ->
+     if
+     :: BROKEN == 2 -> seq = READ; got = content
+     :: BROKEN != 2 -> got = content; seq = READ
+     fi;
+     assert(got == 0); runs++
+  :: else -> skip
+  fi;
+  done++
+}
+
+/* The next lap: a producer writes the cell once it is free. */
+proctype producer() {
+  seq == FREE;
+  content = 1
+}
+
+init {
+  atomic { run owner(); run thief(); run rescuer(); run producer() };
+  done == 3;
+  seq == FREE;                                    /* the producer may or may not have written */
+  assert(runs == 1)
+}
