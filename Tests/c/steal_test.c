@@ -302,6 +302,21 @@ static void *drain_thread(void *arg) {
   return NULL;
 }
 
+/* Once *stuck is set (the band is stuck), drains the pool on a thread of its own and
+ * checks that the drain returned 0 within the cap (else the test stops: a hang). */
+static void drain_while_stuck(lanepool_t *pool, _Atomic int *stuck) {
+  drain_call d = {.pool = pool};
+  pthread_t drainer;
+  CHECK(wait_flag(stuck));
+  CHECK_RC(pthread_create(&drainer, NULL, drain_thread, &d), 0);
+  if (!wait_flag(&d.done)) {
+    fprintf(stderr, "%s: the drain did not end within the cap\n", current_test);
+    exit(1);
+  }
+  pthread_join(drainer, NULL);
+  CHECK_RC(atomic_load(&d.rc), 0);
+}
+
 /* Two lanes: the rescue lane first runs this lane-bound task, which holds it until B
  * has taken T1, so that a B preempted for 100 ms cannot leave T1 to the rescue lane:
  * the shape is reached in every round. */
@@ -331,18 +346,7 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
     CHECK_RC(lanepool_lane_async(b, rescue_y, &r), 0);
   }
   CHECK_RC(lanepool_lane_async(a, rescue_x, &r), 0);
-  drain_call d = {.pool = r.pool};
-  pthread_t drainer;
-  if (drain) {
-    CHECK(wait_flag(&r.x_pushed));
-    CHECK_RC(pthread_create(&drainer, NULL, drain_thread, &d), 0);
-    if (!wait_flag(&d.done)) {
-      fprintf(stderr, "%s: the drain did not end within the cap\n", current_test);
-      exit(1);
-    }
-    pthread_join(drainer, NULL);
-    CHECK_RC(atomic_load(&d.rc), 0);
-  }
+  if (drain) drain_while_stuck(r.pool, &r.x_pushed);
   CHECK(wait_flag(&r.x_done));
   CHECK_RC(atomic_load(&r.x_rc), 0);
   CHECK_RC(atomic_load(&r.y_rc), 0);
@@ -417,18 +421,7 @@ static void test_rescue_behind_lane_bound(bool drain) {
   lanepool_lane_t *rescue = NULL;
   CHECK_RC(lanepool_rescue_lane(rb.pool, LANEPOOL_QOS_DEFAULT, &rescue), 0);
   CHECK_RC(lanepool_lane_async(rb.a, rb_x, NULL), 0);
-  if (drain) {
-    drain_call d = {.pool = rb.pool};
-    pthread_t drainer;
-    CHECK(wait_flag(&rb.pushed));
-    CHECK_RC(pthread_create(&drainer, NULL, drain_thread, &d), 0);
-    if (!wait_flag(&d.done)) {
-      fprintf(stderr, "%s: the drain did not end within the cap\n", current_test);
-      exit(1);
-    }
-    pthread_join(drainer, NULL);
-    CHECK_RC(atomic_load(&d.rc), 0);
-  }
+  if (drain) drain_while_stuck(rb.pool, &rb.pushed);
   CHECK(wait_flag(&rb.x_done));
   CHECK(wait_flag(&rb.t_done));
   if (!drain) CHECK_RC(lanepool_shutdown(rb.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
