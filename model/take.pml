@@ -18,6 +18,13 @@
  *   - the one who runs it read it before anyone wrote the next lap's task into the cell;
  *   - nobody waits forever (no invalid end state) and the cell ends up free.
  *
+ * Left out: other cells and laps (that frees can come out of order, which a batch push
+ * must allow for, is ring_test's "push_n_claims_only_free_cells"), the producer's own
+ * seq store (the next lap is only its write of the task), memory order (spin runs every
+ * step in one global order; the C code's release/acquire pairs are named in ring.h),
+ * and busy waits: the owner's look at a claimed cell repeats while the rescuer has not
+ * read it, which a safety run does not report if it never ends.
+ *
  * BROKEN selects a wrong variant, to see the checker catch it:
  *   1: ring_take frees a marked cell with a plain store, not a CAS from marked
  *   2: the rescuer stores READ before it reads the task

@@ -998,12 +998,15 @@ static inline void run_task(const lanepool__task *task) {
  * timeout. It adds one thread, for one stuck task at a time: a rescued task that
  * blocks in turn waits for its own band lane to finish. */
 
-/* The oldest band task queued behind the head of a held lane's ring (ring.h, "Rescue
- * out of order"): the head itself is the steal's. Work in the lane's overflow list is
- * out of reach (only its lane takes it). */
+/* The oldest band task queued behind a lane-bound head of a held lane's ring (ring.h,
+ * "Rescue out of order"); a stealable head is the steal's, and a head not published yet
+ * is looked at again next time. Work in the lane's overflow list is out of reach (only
+ * its lane takes it). */
 static bool rescue_behind_head(lanepool__ring *r, lanepool__task *out) {
+  uint64_t head;
+  if (!lanepool__ring_bound_head(r, &head)) return false; /* band work first: the steal's */
   uint64_t tail = lanepool__ring_tail(r, memory_order_acquire);
-  for (uint64_t pos = lanepool__ring_head(r) + 1; pos < tail; pos++)
+  for (uint64_t pos = head + 1; pos < tail; pos++)
     if (lanepool__ring_rescue_at(r, pos, out)) return true;
   return false;
 }

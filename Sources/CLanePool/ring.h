@@ -43,9 +43,11 @@
  * head thieves, after their CAS on head, free the cell with a CAS from the marked value
  * (lanepool__ring_take); one that finds TAKEN instead does not run the task, waits for
  * READ and frees the cell. The owner, finding a TAKEN cell at its head, moves head past
- * it the same way. A cell is freed only in order, by whoever moves head past it, and
- * never while the rescuer reads it. Positions stay below 2^61 (TAKEN and READ are bits
- * 62 and 61 of a seq).
+ * it the same way. A cell is freed by whoever moved head past it, never while the
+ * rescuer reads it; not always in order (a head taker frees its cell after reading it,
+ * and the owner may free the cells behind it first), which is why push_n checks each
+ * cell it claims. Positions stay below 2^61 (TAKEN and READ are bits 62 and 61 of a
+ * seq).
  *
  * Stamps. A ring may carry a parallel array of stamps (lanepool__ring_set_stamps): a
  * marked cell pushed with a nonzero stamp (the pushing lane's clock, lane.c "older band
@@ -211,11 +213,11 @@ static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, v
 }
 
 /* Claims up to `n` consecutive cells with one CAS and publishes {fn, ctxs[i], args[i]}
- * (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix of ctxs); 0 is returned whenever *pushed > 0, and
- * the caller decides what to do with the rest. Otherwise as lanepool__ring_push: EAGAIN
- * (no free cell), ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. The free cells form a prefix
- * from the tail (the consumer frees cells in order), so the largest k whose last cell
- * is free is found by a binary search on cell sequence numbers. */
+ * (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix of ctxs);
+ * 0 is returned whenever *pushed > 0, and the caller decides what to do with the rest.
+ * Otherwise as lanepool__ring_push: EAGAIN (no free cell), ESHUTDOWN,
+ * LANEPOOL__RING_OWN_ONLY. It claims the run of free cells from the tail on, each one
+ * checked (free cells need not form a prefix: see below). */
 static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
                                         void *const *args, uint64_t n, unsigned flags,
                                         uint64_t *pushed) {
@@ -236,18 +238,14 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
       continue;
     }
-    /* cell pos is free; find the largest k <= min(n, capacity) with cell pos+k-1 free */
-    uint64_t lo = 1, hi = n < r->mask + 1 ? n : r->mask + 1;
-    while (lo < hi) {
-      uint64_t mid = lo + (hi - lo + 1) / 2;
-      uint64_t at = pos + mid - 1;
-      uint64_t seq = atomic_load_explicit(&r->slots[at & r->mask].seq, memory_order_acquire);
-      if (seq == at)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    uint64_t k = lo;
+    /* Cell pos is free; the batch takes the free cells that follow it, up to min(n,
+     * capacity), each one checked: cells are not always freed in order (a thief that won
+     * the CAS on head frees its cell after reading it, and the owner may pop and free
+     * the cells behind it first; so may a taker waiting for the rescue lane's READ). */
+    uint64_t k = 1, most = n < r->mask + 1 ? n : r->mask + 1;
+    while (k < most && atomic_load_explicit(&r->slots[(pos + k) & r->mask].seq,
+                                            memory_order_acquire) == pos + k)
+      k++;
     /* seq_cst, as in ring_push; the flags ride along unchanged. */
     if (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + k, memory_order_seq_cst,
                                                memory_order_relaxed))
@@ -333,9 +331,9 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
       return true;
     }
     if ((seq & ~LANEPOOL__SEQ_READ) == ((pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN)) {
-      /* The rescue lane took it out of order: move past it and free it. (A thief moves
-       * head only past a cell whose marked seq it read, so this CAS does not fail; a
-       * CAS keeps head's one rule: a marked cell is passed by CAS.) */
+      /* The rescue lane took it out of order: move past it and free it. The CAS fails
+       * if a thief that read the marked seq before the rescue lane's claim won head
+       * first: that thief frees the cell (ring_take), and this looks at the new head. */
       if (atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                   memory_order_relaxed)) {
         lanepool__ring_free_rescued(r, pos);
@@ -407,6 +405,13 @@ static inline bool lanepool__ring_marked_head(const lanepool__ring *r, uint64_t 
   *at = pos;
   return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) ==
          ((pos + 1) | LANEPOOL__SEQ_STEAL);
+}
+
+/* true if the head cell is published and lane-bound, its position in *at (a hint). */
+static inline bool lanepool__ring_bound_head(const lanepool__ring *r, uint64_t *at) {
+  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
+  *at = pos;
+  return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) == pos + 1;
 }
 
 static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {

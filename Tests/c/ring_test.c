@@ -317,6 +317,43 @@ static const char *push_n_takes_a_prefix_body(lanepool__ring *r) {
   return NULL;
 }
 
+/* ---- push_n_claims_only_free_cells ----
+ * Cells need not be freed in order: a thief that won the CAS on head frees its cell when
+ * it has read it, and the owner may pop and free the cells behind it first (so may a
+ * head taker that waits for the rescue lane's READ). The interleaving, step by step on
+ * one thread (a hostile review's): in a ring of 4, a marked task B at position 4, two
+ * lane-bound ones behind it; a thief moves head past B (its CAS) and stops there; the
+ * owner pops 5 and 6; a batch of 4 then finds positions 7, 9 and 10 free but 8 (B's
+ * cell, index 0) not: it may claim 7 only. The thief then takes B intact. (The batch
+ * used to binary-search for its last free cell, assuming free cells form a prefix
+ * from the tail: it claimed 7 to 10 and wrote over B.) */
+static const char *push_n_claims_only_free_cells_body(lanepool__ring *r) {
+  lanepool__ring_task t;
+  for (uint64_t i = 0; i < 4; i++) /* a lap: positions 0 to 3 */
+    REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(i), NULL, 0) == 0, "setup push failed");
+  for (uint64_t i = 0; i < 4; i++) REQUIRE(pop_is(r, i), "setup pop failed");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(42), NULL, LANEPOOL__PUSH_STEAL) == 0,
+          "B's push failed");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(5), NULL, 0) == 0, "push 5 failed");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(6), NULL, 0) == 0, "push 6 failed");
+  uint64_t b = 4; /* the thief's half of lanepool__ring_steal_at: the CAS on head */
+  REQUIRE(atomic_compare_exchange_strong(&r->head, &b, 5), "the thief's CAS on head failed");
+  REQUIRE(pop_is(r, 5) && pop_is(r, 6), "the owner's pops failed");
+  void *ctxs[4] = {as_ctx(7), as_ctx(8), as_ctx(9), as_ctx(10)};
+  uint64_t pushed = 99;
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 4, 0, &pushed) == 0 && pushed == 1,
+          "a batch claimed a cell a thief had not freed yet");
+  /* The thief's other half: B, as it was pushed. */
+  REQUIRE(lanepool__ring_take(r, 4, &t, true) && from_ctx(t.ctx) == 42,
+          "the thief did not get its task intact");
+  REQUIRE(pop_is(r, 7), "the batch's one cell did not pop");
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs + 1, NULL, 3, 0, &pushed) == 0 && pushed == 3,
+          "once freed, the cells did not take the rest of the batch");
+  for (uint64_t i = 8; i <= 10; i++) REQUIRE(pop_is(r, i), "the rest of the batch out of order");
+  REQUIRE(!lanepool__ring_pop(r, &t), "a cell after the batch");
+  return NULL;
+}
+
 /* ---- the third task word: push and push_n carry `arg` to pop, across wraps ---- */
 static const char *arg_travels_body(lanepool__ring *r) {
   void *ctxs[4], *args[4];
@@ -412,7 +449,12 @@ static _Atomic uint8_t ot_taken[OT_PRODUCERS][OT_PER_PRODUCER];
 static _Atomic uint64_t ot_total;
 static _Atomic int ot_stop;
 
-/* Cell s of a producer is lane-bound when s % 3 == 0 (runs of two stealable cells). */
+/* Cell s of a producer is lane-bound when s % 3 == 0 (runs of two stealable cells);
+ * the batch producer's cells as its batches were (ot_produce_batches). */
+static _Atomic bool ot_batch_bound[OT_PER_PRODUCER];
+static bool ot_bound_of(uint64_t id, uint64_t s) {
+  return id == OT_PRODUCERS - 1 ? atomic_load(&ot_batch_bound[s]) : s % 3 == 0;
+}
 static bool ot_bound(uint64_t s) { return s % 3 == 0; }
 
 struct ot_arg {
@@ -421,8 +463,40 @@ struct ot_arg {
   const char *err;
 };
 
+/* The last producer pushes in batches (lanepool__ring_push_n, as lanepool_lane_async_many
+ * does): runs of 1 to 8 cells, each run all lane-bound or all stealable (no stamps). A
+ * batch may claim only cells that are free: a thief or the rescuer that took a cell can
+ * free it after the owner freed the cells behind it, so the free cells need not be a
+ * prefix from the tail. */
+static void *ot_produce_batches(struct ot_arg *a) {
+  void *ctxs[8];
+  uint64_t s = 0;
+  for (uint64_t run = 0; s < OT_PER_PRODUCER; run++) {
+    uint64_t len = 1 + run % 8, k = 0;
+    if (len > OT_PER_PRODUCER - s) len = OT_PER_PRODUCER - s;
+    bool bound = run % 2 == 0;
+    for (uint64_t i = 0; i < len; i++) {
+      ctxs[i] = as_ctx(a->id << SEQ_BITS | (s + i));
+      atomic_store(&ot_batch_bound[s + i], bound); /* before any taker can see the cell */
+    }
+    for (uint64_t done = 0; done < len; done += k) {
+      int rc;
+      while ((rc = lanepool__ring_push_n(a->r, task_fn, ctxs + done, NULL, len - done,
+                                         bound ? 0 : LANEPOOL__PUSH_STEAL, &k)) == EAGAIN)
+        sched_yield();
+      if (rc != 0) {
+        a->err = "push_n returned neither 0 nor EAGAIN";
+        return NULL;
+      }
+    }
+    s += len;
+  }
+  return NULL;
+}
+
 static void *ot_produce(void *arg) {
   struct ot_arg *a = arg;
+  if (a->id == OT_PRODUCERS - 1) return ot_produce_batches(a);
   for (uint64_t s = 0; s < OT_PER_PRODUCER; s++) {
     unsigned flags = ot_bound(s) ? 0 : LANEPOOL__PUSH_STEAL;
     int rc;
@@ -443,7 +517,7 @@ static const char *ot_mark(const lanepool__ring_task *t, bool thief) {
   uint64_t v = from_ctx(t->ctx), id = v >> SEQ_BITS, s = v & ((UINT64_C(1) << SEQ_BITS) - 1);
   if (t->fn != task_fn || id >= OT_PRODUCERS || s >= OT_PER_PRODUCER)
     return "took a cell no producer pushed";
-  if (thief && ot_bound(s)) return "a thief took a lane-bound cell";
+  if (thief && ot_bound_of(id, s)) return "a thief took a lane-bound cell";
   if (atomic_fetch_add(&ot_taken[id][s], 1) != 0) return "a cell was taken twice";
   atomic_fetch_add(&ot_total, 1);
   return NULL;
@@ -485,6 +559,7 @@ static void *ot_steal(void *arg) {
 
 static const char *owner_and_thieves_round(lanepool__ring *r, bool *stole) {
   memset((void *)ot_taken, 0, sizeof ot_taken);
+  memset((void *)ot_batch_bound, 0, sizeof ot_batch_bound);
   atomic_store(&ot_total, 0);
   atomic_store(&ot_rescued, 0);
   atomic_store(&ot_stop, 0);
@@ -564,6 +639,7 @@ int main(void) {
   run("multi_producer_sum", MP_CAPACITY, multi_producer_sum_body);
   run("multi_producer_batches_sum", MP_CAPACITY, multi_producer_batches_sum_body);
   run("push_n_takes_a_prefix", 8, push_n_takes_a_prefix_body);
+  run("push_n_claims_only_free_cells", 4, push_n_claims_only_free_cells_body);
   run("arg_travels", 8, arg_travels_body);
   run("claimed_cell_is_waited_for", 8, claimed_cell_is_waited_for_body);
   run("owner_and_thieves_take_each_once", OT_CAPACITY, owner_and_thieves_take_each_once_body);
