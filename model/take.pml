@@ -8,10 +8,14 @@
  *   - a thief (lanepool__ring_steal_at): marked: CAS head past it, then ring_take;
  *   - the rescue lane (lanepool__ring_rescue_at): CAS seq marked -> TAKEN, read the
  *     task, store TAKEN | READ; it never moves head.
- * ring_take reads the task, then claims it with a CAS of seq from marked to free; if
- * that fails (the rescuer claimed it), it waits for READ and frees the cell, and does
- * not run the task. Once the cell is free, the next lap's producer writes a new task
- * into it. Every step is one atomic operation of the C code.
+ * ring_take reads the task; if the rescue lane is looking (`rescuing`, read after the
+ * CAS on head), it claims the task with a CAS of seq from marked to free, and if that
+ * fails (the rescuer claimed it) waits for READ and frees the cell without running the
+ * task; if not, it reads seq once more (a look that has ended may have claimed the
+ * cell) and frees the cell with a store if it is still marked. The rescue lane sets `rescuing` before
+ * it reads head, and claims the cell only if head has not moved past it. Once the cell
+ * is free, the next lap's producer writes a new task into it. Every step is one atomic
+ * operation of the C code (all seq_cst where the Dekker pair needs it).
  *
  * Checked (model/check-take):
  *   - the task runs exactly once (runs == 1 once everyone is done);
@@ -30,6 +34,10 @@
  *   2: the rescuer stores READ before it reads the task
  *   3: the owner frees a cell the rescuer claimed without waiting for READ
  *   4: the rescuer checks for marked, then stores TAKEN (no CAS)
+ *   5: the rescuer does not look at head after setting `rescuing`
+ *   6: a head taker reads `rescuing` before its CAS on head
+ *   7: a head taker that reads `rescuing` 0 frees the cell without looking at seq again
+ *      (the first version of the C code: this model found it)
  */
 #ifndef BROKEN
 #define BROKEN 0
@@ -45,14 +53,25 @@ bit head = 0;      /* 0: the cell is the head; 1: head has moved past it */
 bit content = 0;   /* 0: this lap's task; 1: the next lap's producer wrote the cell */
 byte runs = 0;     /* times the task ran */
 byte done = 0;     /* takers that finished */
+bit rescuing = 0;  /* ring->rescuing */
 
-/* ring_take after a won CAS on head: read, then claim by CAS from MARKED to FREE. */
-inline take() {
+/* ring_take after a won CAS on head (`looking`: rescuing as read by a broken variant
+ * before that CAS): read; with the rescuer looking, claim by CAS from MARKED to FREE. */
+inline take(looking) {
   got = content;                                  /* out->fn, ctx, arg = slot->... */
   if
+  :: BROKEN == 6 -> r = looking
+  :: else -> r = rescuing                         /* after the CAS on head */
+  fi;
+  if
   :: BROKEN == 1 -> atomic { seq = FREE; claimed = true }
-  :: BROKEN != 1 -> atomic { if :: seq == MARKED -> seq = FREE; claimed = true
-                               :: else -> claimed = false fi }
+  :: BROKEN != 1 && r == 0 ->                     /* a load, then a store: no claim */
+     if
+     :: BROKEN != 7 && seq != MARKED -> claimed = false   /* a look that has ended claimed it */
+     :: else -> seq = FREE; claimed = true
+     fi
+  :: BROKEN != 1 && r == 1 -> atomic { if :: seq == MARKED -> seq = FREE; claimed = true
+                                        :: else -> claimed = false fi }
   fi;
   if
   :: claimed -> assert(got == 0); runs++
@@ -61,15 +80,16 @@ inline take() {
 }
 
 proctype owner() {
-  byte s; bit got; bool won, claimed;
+  byte s; bit got, r, early; bool won, claimed;
   do
   :: head == 1 -> break                           /* a thief took it: nothing here */
   :: else ->
      s = seq;
      if
      :: s == MARKED ->
+        early = rescuing;
         atomic { if :: head == 0 -> head = 1; won = true :: else -> won = false fi };
-        if :: won -> take(); break :: else -> skip fi
+        if :: won -> take(early); break :: else -> skip fi
      :: s == TAKEN || s == READ ->                /* the rescue lane took it */
         atomic { if :: head == 0 -> head = 1; won = true :: else -> won = false fi };
         if
@@ -85,14 +105,15 @@ proctype owner() {
 }
 
 proctype thief() {
-  byte s; bit got; bool won = false, claimed;
+  byte s; bit got, r, early; bool won = false, claimed;
   if
   :: head == 0 ->
      s = seq;
      if
      :: s == MARKED ->
+        early = rescuing;
         atomic { if :: head == 0 -> head = 1; won = true :: else -> skip fi };
-        if :: won -> take() :: else -> skip fi
+        if :: won -> take(early) :: else -> skip fi
      :: else -> skip
      fi
   :: else -> skip
@@ -101,10 +122,13 @@ proctype thief() {
 }
 
 proctype rescuer() {
-  bit got; bool claimed = false;
+  bit got; bool claimed = false, behind = true;
+  rescuing = 1;                                   /* lanepool__ring_rescue_begin */
+  if :: BROKEN != 5 -> behind = head == 0 :: else -> skip fi;
   if
-  :: BROKEN == 4 -> if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi
-  :: BROKEN != 4 -> atomic { if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi }
+  :: !behind -> skip                              /* head moved past it: not the rescuer's */
+  :: behind && BROKEN == 4 -> if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi
+  :: behind && BROKEN != 4 -> atomic { if :: seq == MARKED -> seq = TAKEN; claimed = true :: else -> skip fi }
   fi;
   if
   :: claimed ->
@@ -115,6 +139,7 @@ proctype rescuer() {
      assert(got == 0); runs++
   :: else -> skip
   fi;
+  rescuing = 0;                                   /* lanepool__ring_rescue_end */
   done++
 }
 

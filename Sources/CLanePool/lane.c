@@ -1005,10 +1005,13 @@ static inline void run_task(const lanepool__task *task) {
 static bool rescue_behind_head(lanepool__ring *r, lanepool__task *out) {
   uint64_t head;
   if (!lanepool__ring_bound_head(r, &head)) return false; /* band work first: the steal's */
+  bool took = false;
+  lanepool__ring_rescue_begin(r);
   uint64_t tail = lanepool__ring_tail(r, memory_order_acquire);
-  for (uint64_t pos = head + 1; pos < tail; pos++)
-    if (lanepool__ring_rescue_at(r, pos, out)) return true;
-  return false;
+  for (uint64_t pos = head + 1; pos < tail && !took; pos++)
+    took = lanepool__ring_rescue_at(r, pos, out);
+  lanepool__ring_rescue_end(r);
+  return took;
 }
 
 /* Takes the stealable head task of a band lane that has work queued now and has been

@@ -39,10 +39,19 @@
  * at the head (lanepool__ring_rescue_at: band work queued behind a lane-bound task
  * behind a task that blocks). It claims the cell itself with a CAS on its seq
  * (marked -> marked | TAKEN), reads the task, then stores marked | TAKEN | READ
- * (release). So every taker of a marked cell claims it on its seq: the owner and the
- * head thieves, after their CAS on head, free the cell with a CAS from the marked value
- * (lanepool__ring_take); one that finds TAKEN instead does not run the task, waits for
- * READ and frees the cell. The owner, finding a TAKEN cell at its head, moves head past
+ * (release). While it looks (`rescuing` set), every taker of a marked cell claims it
+ * on its seq: the owner and the head thieves, after their CAS on head, free the cell
+ * with a CAS from the marked value (lanepool__ring_take); one that finds TAKEN instead
+ * does not run the task, waits for READ and frees the cell. Otherwise they free it with
+ * a store, as before the rescue lane took out of order (a CAS there cost W1's band
+ * work 20%): the Dekker pair
+ *     head taker:   CAS(head, pos -> pos + 1) ; load(rescuing)
+ *     rescue lane:  store(rescuing = 1) ; load(head) -> claim pos only if head <= pos
+ * (seq_cst) makes a taker that read 0 one whose CAS on head the rescue lane sees, so it
+ * leaves that cell alone; and if the 0 it read was the end of an earlier look, that
+ * look's claims are in the cells' seqs, so the taker reads its cell's seq once more
+ * and frees it with a store only if it is still marked (model/take.pml found the taker
+ * that trusted the 0 alone). The owner, finding a TAKEN cell at its head, moves head past
  * it the same way. A cell is freed by whoever moved head past it, never while the
  * rescuer reads it; not always in order (a head taker frees its cell after reading it,
  * and the owner may free the cells behind it first), which is why push_n checks each
@@ -125,6 +134,10 @@ typedef struct lanepool__ring {
   lanepool__slot *slots;
   uint64_t mask;            /* capacity - 1 */
   _Atomic uint64_t *stamps; /* NULL, or `capacity` stamps (see "Stamps") */
+  /* [the band's rescue lane, atomic: seq_cst stores of 1 before it looks for a cell to
+   * take out of order and of 0 after; seq_cst load by a head taker after its CAS on head]
+   * ("Rescue out of order"). Written only then: the line stays read-mostly. */
+  _Atomic uint32_t rescuing;
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
   /* ---- [cons] the next cell to take: advanced past a marked cell by a CAS of the
@@ -150,6 +163,7 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
   r->slots = slots;
   r->mask = capacity - 1;
   r->stamps = NULL;
+  atomic_init(&r->rescuing, 0);
   for (uint64_t i = 0; i < capacity; i++) {
     atomic_init(&slots[i].seq, i);
     slots[i].fn = NULL;
@@ -302,10 +316,22 @@ static inline bool lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool
     if (atomic_load_explicit(stamp, memory_order_relaxed))
       atomic_store_explicit(stamp, 0, memory_order_relaxed);
   }
-  /* The claim: from the marked value to free. It fails only if the rescue lane claimed
-   * the cell first (TAKEN): the task is the rescuer's. release: the reads above happen
-   * before a producer reuses the cell. */
   uint64_t marked_seq = (pos + 1) | LANEPOOL__SEQ_STEAL;
+  /* No rescue lane looking (the Dekker pair of "Rescue out of order"; the CAS on head
+   * before this was seq_cst): none will claim the cell now, but a look that has ended
+   * may have: its claim happened before its end, which this load read, so seq says so.
+   * Still marked: the cell is this taker's, freed with a store. release: the reads
+   * above happen before a producer reuses the cell. */
+  if (!atomic_load_explicit(&r->rescuing, memory_order_seq_cst)) {
+    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != marked_seq) {
+      lanepool__ring_free_rescued(r, pos);
+      return false;
+    }
+    atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
+    return true;
+  }
+  /* The claim: from the marked value to free. It fails only if the rescue lane claimed
+   * the cell first (TAKEN): the task is the rescuer's. */
   if (atomic_compare_exchange_strong_explicit(&slot->seq, &marked_seq, pos + r->mask + 1,
                                               memory_order_release, memory_order_relaxed))
     return true;
@@ -368,16 +394,19 @@ static inline bool lanepool__ring_steal_at(lanepool__ring *r, uint64_t pos,
   return lanepool__ring_take(r, pos, out, true); /* false: the rescue lane claimed it */
 }
 
-/* The rescue lane: the marked cell at `pos` (the head or behind it), out of order
- * ("Rescue out of order"). true and *out if it was published and marked and this claim
- * took it; false otherwise (not published, lane-bound, or taken by someone else). The
- * acquire pairs with the producer's publish; the cell cannot be freed between the
- * claim and the READ store (every other taker waits for READ before freeing it). */
+/* The rescue lane, between lanepool__ring_rescue_begin and _end: the marked cell at
+ * `pos` (the head or behind it), out of order ("Rescue out of order"). true and *out if
+ * it was published and marked and this claim took it; false otherwise (not published,
+ * lane-bound, taken by someone else, or head already past it: a taker that moved head
+ * past it may have read `rescuing` 0 and free it with a store). The acquire pairs with
+ * the producer's publish; the cell cannot be freed between the claim and the READ store
+ * (every other taker waits for READ before freeing it). */
 static inline bool lanepool__ring_rescue_at(lanepool__ring *r, uint64_t pos,
                                             lanepool__ring_task *out) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
   uint64_t marked = (pos + 1) | LANEPOOL__SEQ_STEAL;
-  if (atomic_load_explicit(&slot->seq, memory_order_relaxed) != marked ||
+  if (atomic_load_explicit(&r->head, memory_order_seq_cst) > pos ||
+      atomic_load_explicit(&slot->seq, memory_order_relaxed) != marked ||
       !atomic_compare_exchange_strong_explicit(&slot->seq, &marked, marked | LANEPOOL__SEQ_TAKEN,
                                                memory_order_acquire, memory_order_relaxed))
     return false;
@@ -388,6 +417,16 @@ static inline bool lanepool__ring_rescue_at(lanepool__ring *r, uint64_t pos,
   atomic_store_explicit(&slot->seq, marked | LANEPOOL__SEQ_TAKEN | LANEPOOL__SEQ_READ,
                         memory_order_release);
   return true;
+}
+
+/* The rescue lane starts and ends a look for cells to take out of order (the Dekker
+ * pair of "Rescue out of order": the start is seq_cst, before its loads of head). */
+static inline void lanepool__ring_rescue_begin(lanepool__ring *r) {
+  atomic_store_explicit(&r->rescuing, 1, memory_order_seq_cst);
+}
+static inline void lanepool__ring_rescue_end(lanepool__ring *r) {
+  /* seq_cst: a head taker that reads this 0 sees every claim the look made */
+  atomic_store_explicit(&r->rescuing, 0, memory_order_seq_cst);
 }
 
 /* A thief (another lane of the band). true and *out if the head cell is published and

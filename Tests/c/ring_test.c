@@ -527,13 +527,14 @@ static const char *ot_mark(const lanepool__ring_task *t, bool thief) {
  * starts behind the head, which its steal tries first; here the head too, where the
  * owner and the thieves take: the claim races theirs as often as possible). */
 static bool ot_rescue(lanepool__ring *r, lanepool__ring_task *t) {
+  bool took = false;
+  lanepool__ring_rescue_begin(r);
   uint64_t tail = lanepool__ring_tail(r, memory_order_acquire);
-  for (uint64_t pos = lanepool__ring_head(r); pos < tail; pos++)
-    if (lanepool__ring_rescue_at(r, pos, t)) {
-      atomic_fetch_add(&ot_rescued, 1);
-      return true;
-    }
-  return false;
+  for (uint64_t pos = lanepool__ring_head(r); pos < tail && !took; pos++)
+    took = lanepool__ring_rescue_at(r, pos, t);
+  lanepool__ring_rescue_end(r);
+  if (took) atomic_fetch_add(&ot_rescued, 1);
+  return took;
 }
 
 static void *ot_steal(void *arg) {
