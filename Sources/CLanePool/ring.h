@@ -136,7 +136,9 @@ typedef struct lanepool__ring {
   _Atomic uint64_t *stamps; /* NULL, or `capacity` stamps (see "Stamps") */
   /* [the band's rescue lane, atomic: seq_cst stores of 1 before it looks for a cell to
    * take out of order and of 0 after; seq_cst load by a head taker after its CAS on head]
-   * ("Rescue out of order"). Written only then: the line stays read-mostly. */
+   * ("Rescue out of order"). Written only then: the line stays read-mostly. A flag, not
+   * a count: one looker per ring (its band's one rescue lane). Two looks overlapping
+   * would let one's 0 end the other's, and a taker trusting that 0 run a task twice. */
   _Atomic uint32_t rescuing;
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
@@ -429,10 +431,29 @@ static inline void lanepool__ring_rescue_end(lanepool__ring *r) {
   atomic_store_explicit(&r->rescuing, 0, memory_order_seq_cst);
 }
 
-/* A thief (another lane of the band). true and *out if the head cell is published and
- * marked LANEPOOL__SEQ_STEAL and this CAS took it; false otherwise (nothing there, a
- * lane-bound task first, or another taker won). */
+/* Moves head past cells at the head that the rescue lane took and has read (the owner
+ * does so too, in ring_pop, but it may be held in a task): band work behind such a cell
+ * is a head again for the thieves and the rescue lane. Whoever wins the CAS frees the
+ * cell (READ is set: no wait). A hostile review found the hang without it: X queued
+ * lane-bound T and band Y and waited for Y, rescued; T then queued band Z and waited
+ * for it, behind Y's rescued cell at the head, which no taker but the owner passed. */
+static inline void lanepool__ring_pass_rescued(lanepool__ring *r) {
+  for (;;) {
+    uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t done = (pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN | LANEPOOL__SEQ_READ;
+    if (atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) != done) return;
+    if (atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
+                                                memory_order_relaxed))
+      lanepool__ring_free_rescued(r, pos);
+  }
+}
+
+/* A thief (another lane of the band), or the rescue lane. true and *out if the head
+ * cell (past any the rescue lane took) is published and marked LANEPOOL__SEQ_STEAL and
+ * this CAS took it; false otherwise (nothing there, a lane-bound task first, or another
+ * taker won). */
 static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
+  lanepool__ring_pass_rescued(r);
   return lanepool__ring_steal_at(r, atomic_load_explicit(&r->head, memory_order_acquire), out);
 }
 
@@ -453,9 +474,17 @@ static inline bool lanepool__ring_bound_head(const lanepool__ring *r, uint64_t *
   return atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) == pos + 1;
 }
 
+/* true if the first cell from the head on that the rescue lane has not taken is
+ * published and marked (a hint: ring_steal passes the taken ones first). */
 static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
-  uint64_t at;
-  return lanepool__ring_marked_head(r, &at);
+  uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
+  uint64_t tail = atomic_load_explicit(&((lanepool__ring *)r)->tail, memory_order_acquire) &
+                  ~LANEPOOL__TAIL_FLAGS;
+  for (; pos < tail; pos++) {
+    uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
+    if (!(seq & LANEPOOL__SEQ_TAKEN)) return seq == ((pos + 1) | LANEPOOL__SEQ_STEAL);
+  }
+  return false;
 }
 
 /* The stamp of the head cell if it is published, marked and stamped, and that cell's

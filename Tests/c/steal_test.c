@@ -382,15 +382,29 @@ static void test_rescue_lane(bool two_lanes, bool drain) {
 static struct {
   lanepool_t *pool;
   lanepool_lane_t *a;
+  bool then_z; /* T in turn queues band work Z behind Y's rescued cell and waits for it */
   _Atomic int pushed, x_ok, x_done, y_done, y_runs, t_runs, t_done, t_after_x, t_rc, y_rc;
-  lanepool_lane_t *_Atomic y_lane, *_Atomic t_lane;
+  _Atomic int z_rc, z_done, z_runs, t_ok;
+  lanepool_lane_t *_Atomic y_lane, *_Atomic t_lane, *_Atomic z_lane;
 } rb;
+
+static void rb_z(void *arg) {
+  (void)arg;
+  atomic_store(&rb.z_lane, current());
+  atomic_fetch_add(&rb.z_runs, 1);
+  atomic_store(&rb.z_done, 1);
+}
 
 static void rb_t(void *arg) {
   (void)arg;
   atomic_store(&rb.t_lane, current());
   atomic_store(&rb.t_after_x, atomic_load(&rb.x_done));
   atomic_fetch_add(&rb.t_runs, 1);
+  if (rb.then_z) {
+    atomic_store(&rb.z_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_z, NULL,
+                                                LANEPOOL_SUBMIT_LOCAL));
+    atomic_store(&rb.t_ok, wait_flag(&rb.z_done));
+  }
   atomic_store(&rb.t_done, 1);
 }
 
@@ -411,11 +425,13 @@ static void rb_x(void *arg) {
   atomic_store(&rb.x_done, 1);
 }
 
-static void test_rescue_behind_lane_bound(bool drain) {
-  current_test = drain ? "rescue lane: band work behind a lane-bound task, drained meanwhile"
-                       : "rescue lane: band work behind a lane-bound task behind a task that "
-                         "waits for it";
+static void test_rescue_behind_lane_bound(bool drain, bool then_z) {
+  current_test = then_z  ? "rescue lane: then band work behind the rescued cell, at the head"
+                 : drain ? "rescue lane: band work behind a lane-bound task, drained meanwhile"
+                         : "rescue lane: band work behind a lane-bound task behind a task that "
+                           "waits for it";
   memset(&rb, 0, sizeof rb);
+  rb.then_z = then_z;
   rb.pool = make_pool("rescueb", 1);
   CHECK_RC(lanepool_get_lane(rb.pool, LANEPOOL_QOS_DEFAULT, 0, &rb.a), 0);
   lanepool_lane_t *rescue = NULL;
@@ -433,6 +449,12 @@ static void test_rescue_behind_lane_bound(bool drain) {
   CHECK(atomic_load(&rb.t_runs) == 1); /* T ran once, on its lane, after X */
   CHECK(atomic_load(&rb.t_lane) == rb.a);
   CHECK(atomic_load(&rb.t_after_x));
+  if (then_z) { /* Z, behind Y's rescued cell at A's head while T waits: rescued too */
+    CHECK_RC(atomic_load(&rb.z_rc), 0);
+    CHECK(atomic_load(&rb.t_ok));
+    CHECK(atomic_load(&rb.z_runs) == 1);
+    CHECK(atomic_load(&rb.z_lane) == rescue);
+  }
   lanepool_lane_info_t info;
   CHECK_RC(lanepool_lane_info(rescue, &info), 0);
   CHECK(info.tasks_stolen >= 1);
@@ -1016,8 +1038,9 @@ int main(int argc, char **argv) {
     test_rescue_lane(false, true);
     test_rescue_lane(true, true);
     test_rescue_lane_cancelled();
-    test_rescue_behind_lane_bound(false);
-    test_rescue_behind_lane_bound(true);
+    test_rescue_behind_lane_bound(false, false);
+    test_rescue_behind_lane_bound(true, false);
+    test_rescue_behind_lane_bound(false, true);
     test_rescued_task_submits_local();
     test_rescue_lane_is_never_lent();
   }
