@@ -5,9 +5,9 @@
  *   - the owner (lanepool__ring_pop): reads the cell's seq; marked: CAS head past it,
  *     then lanepool__ring_take; claimed by the rescuer: CAS head past it, wait for READ,
  *     free it;
- *   - a thief (lanepool__ring_steal): claimed and read by the rescuer: CAS head past it
- *     and free it (lanepool__ring_pass_rescued); marked: CAS head past it, then
- *     ring_take;
+ *   - a thief (lanepool__ring_steal): claimed by the rescuer: CAS head past it, wait
+ *     for READ and free it (lanepool__ring_pass_rescued); marked: CAS head past it,
+ *     then ring_take;
  *   - the rescue lane (lanepool__ring_rescue_at): CAS seq marked -> TAKEN, read the
  *     task, store TAKEN | READ; it never moves head.
  * ring_take reads the task; if the rescue lane is looking (`rescuing`, read after the
@@ -116,9 +116,9 @@ proctype thief() {
         early = rescuing;
         atomic { if :: head == 0 -> head = 1; won = true :: else -> skip fi };
         if :: won -> take(early) :: else -> skip fi
-     :: s == READ ->                              /* lanepool__ring_pass_rescued */
+     :: s == TAKEN || s == READ ->                /* lanepool__ring_pass_rescued */
         atomic { if :: head == 0 -> head = 1; won = true :: else -> skip fi };
-        if :: won -> seq = FREE :: else -> skip fi
+        if :: won -> seq == READ; seq = FREE :: else -> skip fi
      :: else -> skip
      fi
   :: else -> skip

@@ -299,6 +299,22 @@ static inline void lanepool__ring_free_rescued(lanepool__ring *r, uint64_t pos) 
   atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
 }
 
+/* true if `seq`, of the cell at `pos`, says the rescue lane took it out of order. */
+static inline bool lanepool__ring_rescued(uint64_t seq, uint64_t pos) {
+  return (seq & ~LANEPOOL__SEQ_READ) == ((pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN);
+}
+
+/* Moves head from *pos past the rescued cell there and frees it; *pos is then the new
+ * head either way. The CAS fails if another taker moved head first (a thief that read
+ * the marked seq before the rescue lane's claim, or another pass): that one frees it. */
+static inline void lanepool__ring_pass_at(lanepool__ring *r, uint64_t *pos) {
+  if (atomic_compare_exchange_strong_explicit(&r->head, pos, *pos + 1, memory_order_seq_cst,
+                                              memory_order_relaxed)) {
+    lanepool__ring_free_rescued(r, *pos);
+    ++*pos;
+  }
+}
+
 /* Takes the cell at `pos` (the CAS on head already won it, or the owner's lane-bound
  * head): reads it, frees it. `marked`: a stealable cell, which may carry a stamp, and
  * which the rescue lane may have claimed meanwhile: then false, nothing taken (the
@@ -318,27 +334,23 @@ static inline bool lanepool__ring_take(lanepool__ring *r, uint64_t pos, lanepool
     if (atomic_load_explicit(stamp, memory_order_relaxed))
       atomic_store_explicit(stamp, 0, memory_order_relaxed);
   }
-  uint64_t marked_seq = (pos + 1) | LANEPOOL__SEQ_STEAL;
+  uint64_t marked_seq = (pos + 1) | LANEPOOL__SEQ_STEAL, free_seq = pos + r->mask + 1;
   /* No rescue lane looking (the Dekker pair of "Rescue out of order"; the CAS on head
    * before this was seq_cst): none will claim the cell now, but a look that has ended
    * may have: its claim happened before its end, which this load read, so seq says so.
-   * Still marked: the cell is this taker's, freed with a store. release: the reads
-   * above happen before a producer reuses the cell. */
-  if (!atomic_load_explicit(&r->rescuing, memory_order_seq_cst)) {
-    if (atomic_load_explicit(&slot->seq, memory_order_acquire) != marked_seq) {
-      lanepool__ring_free_rescued(r, pos);
-      return false;
-    }
-    atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
-    return true;
+   * Still marked, the cell is this taker's, freed with a store. A look under way: the
+   * claim is a CAS from the marked value to free, which fails only if the rescue lane
+   * claimed the cell first. release, either way: the reads above happen before a
+   * producer reuses the cell. */
+  bool ours;
+  if (atomic_load_explicit(&r->rescuing, memory_order_seq_cst)) {
+    ours = atomic_compare_exchange_strong_explicit(&slot->seq, &marked_seq, free_seq,
+                                                   memory_order_release, memory_order_relaxed);
+  } else if ((ours = atomic_load_explicit(&slot->seq, memory_order_acquire) == marked_seq)) {
+    atomic_store_explicit(&slot->seq, free_seq, memory_order_release);
   }
-  /* The claim: from the marked value to free. It fails only if the rescue lane claimed
-   * the cell first (TAKEN): the task is the rescuer's. */
-  if (atomic_compare_exchange_strong_explicit(&slot->seq, &marked_seq, pos + r->mask + 1,
-                                              memory_order_release, memory_order_relaxed))
-    return true;
-  lanepool__ring_free_rescued(r, pos);
-  return false;
+  if (!ours) lanepool__ring_free_rescued(r, pos); /* the task is the rescuer's */
+  return ours;
 }
 
 /* The owner (the lane thread, or the discard pass after the join). true and *out if
@@ -358,15 +370,8 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
       atomic_store_explicit(&r->head, pos + 1, memory_order_release);
       return true;
     }
-    if ((seq & ~LANEPOOL__SEQ_READ) == ((pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN)) {
-      /* The rescue lane took it out of order: move past it and free it. The CAS fails
-       * if a thief that read the marked seq before the rescue lane's claim won head
-       * first: that thief frees the cell (ring_take), and this looks at the new head. */
-      if (atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
-                                                  memory_order_relaxed)) {
-        lanepool__ring_free_rescued(r, pos);
-        pos++;
-      }
+    if (lanepool__ring_rescued(seq, pos)) { /* the rescue lane took it out of order */
+      lanepool__ring_pass_at(r, &pos);
       continue;
     }
     if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) {
@@ -431,21 +436,18 @@ static inline void lanepool__ring_rescue_end(lanepool__ring *r) {
   atomic_store_explicit(&r->rescuing, 0, memory_order_seq_cst);
 }
 
-/* Moves head past cells at the head that the rescue lane took and has read (the owner
- * does so too, in ring_pop, but it may be held in a task): band work behind such a cell
- * is a head again for the thieves and the rescue lane. Whoever wins the CAS frees the
- * cell (READ is set: no wait). A hostile review found the hang without it: X queued
+/* Moves head past cells at the head that the rescue lane took (the owner does so too,
+ * in ring_pop, but it may be held in a task): band work behind such a cell is a head
+ * again for the thieves and the rescue lane. Returns the head it stopped at. Whoever
+ * wins a CAS frees that cell, once the rescuer has read it. A hostile review found the hang without it: X queued
  * lane-bound T and band Y and waited for Y, rescued; T then queued band Z and waited
  * for it, behind Y's rescued cell at the head, which no taker but the owner passed. */
-static inline void lanepool__ring_pass_rescued(lanepool__ring *r) {
-  for (;;) {
-    uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
-    uint64_t done = (pos + 1) | LANEPOOL__SEQ_STEAL | LANEPOOL__SEQ_TAKEN | LANEPOOL__SEQ_READ;
-    if (atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) != done) return;
-    if (atomic_compare_exchange_strong_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
-                                                memory_order_relaxed))
-      lanepool__ring_free_rescued(r, pos);
-  }
+static inline uint64_t lanepool__ring_pass_rescued(lanepool__ring *r) {
+  uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
+  while (lanepool__ring_rescued(
+      atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire), pos))
+    lanepool__ring_pass_at(r, &pos);
+  return pos;
 }
 
 /* A thief (another lane of the band), or the rescue lane. true and *out if the head
@@ -453,8 +455,7 @@ static inline void lanepool__ring_pass_rescued(lanepool__ring *r) {
  * this CAS took it; false otherwise (nothing there, a lane-bound task first, or another
  * taker won). */
 static inline bool lanepool__ring_steal(lanepool__ring *r, lanepool__ring_task *out) {
-  lanepool__ring_pass_rescued(r);
-  return lanepool__ring_steal_at(r, atomic_load_explicit(&r->head, memory_order_acquire), out);
+  return lanepool__ring_steal_at(r, lanepool__ring_pass_rescued(r), out);
 }
 
 /* true if the head cell is published and stealable, its position in *at (a hint: it
@@ -478,11 +479,9 @@ static inline bool lanepool__ring_bound_head(const lanepool__ring *r, uint64_t *
  * published and marked (a hint: ring_steal passes the taken ones first). */
 static inline bool lanepool__ring_head_stealable(const lanepool__ring *r) {
   uint64_t pos = atomic_load_explicit(&((lanepool__ring *)r)->head, memory_order_acquire);
-  uint64_t tail = atomic_load_explicit(&((lanepool__ring *)r)->tail, memory_order_acquire) &
-                  ~LANEPOOL__TAIL_FLAGS;
-  for (; pos < tail; pos++) {
+  for (uint64_t end = pos + r->mask + 1; pos < end; pos++) { /* taken cells were published */
     uint64_t seq = atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire);
-    if (!(seq & LANEPOOL__SEQ_TAKEN)) return seq == ((pos + 1) | LANEPOOL__SEQ_STEAL);
+    if (!lanepool__ring_rescued(seq, pos)) return seq == ((pos + 1) | LANEPOOL__SEQ_STEAL);
   }
   return false;
 }
