@@ -85,7 +85,8 @@ final class SpinningThread: @unchecked Sendable {
         Unmanaged<SpinningThread>.fromOpaque(context!).takeRetainedValue().loop()
         return nil
       }, context)
-    precondition(rc == 0, "W9: pthread_create failed (\(rc))")
+    // fatalError, not precondition: the message must survive -O (the bench runs in release).
+    if rc != 0 { fatalError("W9: pthread_create failed (\(rc))") }
     pthread_detach(t)
     started.wait()
   }
@@ -167,7 +168,7 @@ final class RingTaskExecutor: TaskExecutor, @unchecked Sendable {
   func stop() { thread.stop() }
 }
 
-/// An actor whose executor is given: the pinger of the reference rows.
+/// An actor whose executor is given (a lane's, or a reference row's): W9's pinger.
 actor ExecutorPinger {
   let executor: UnownedSerialExecutor
   var received = 0
@@ -181,7 +182,7 @@ actor ExecutorPinger {
   }
 }
 
-/// The ponger of the reference rows.
+/// W9's ponger, on a given executor.
 actor ExecutorPonger {
   let executor: UnownedSerialExecutor
   var n = 0

@@ -105,27 +105,6 @@ actor DefaultPinger {
   }
 }
 
-actor LanePonger {
-  let lane: Lane
-  var n = 0
-  init(lane: Lane) { self.lane = lane }
-  nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
-  func pong() { n &+= 1 }
-}
-
-actor LanePinger {
-  let lane: Lane
-  init(lane: Lane) { self.lane = lane }
-  nonisolated var unownedExecutor: UnownedSerialExecutor { lane.asUnownedSerialExecutor() }
-  var received = 0
-  func run(_ calls: Int, _ other: LanePonger) async {
-    for _ in 0..<calls {
-      await other.pong()
-      received &+= 1
-    }
-  }
-}
-
 /// Blocks the calling (non-async) thread until `body` finished in a new task.
 func blockOn(_ body: @escaping @Sendable () async -> Void) {
   let done = DispatchSemaphore(value: 0)
@@ -183,17 +162,11 @@ func runW9(calls: Int, rounds: Int) -> [(String, W9Result)] {
     ),
     (
       "both actors on one lane", true,
-      { n in
-        let a = LanePinger(lane: laneA), b = LanePonger(lane: laneA)
-        blockOn { await a.run(n, b) }
-      }, 1
+      { n in pingPong(n, laneA.asUnownedSerialExecutor(), laneA.asUnownedSerialExecutor()) }, 1
     ),
     (
       "actors on two lanes", true,
-      { n in
-        let a = LanePinger(lane: laneA), b = LanePonger(lane: laneB)
-        blockOn { await a.run(n, b) }
-      }, 1
+      { n in pingPong(n, laneA.asUnownedSerialExecutor(), laneB.asUnownedSerialExecutor()) }, 1
     ),
   ]
   variants += references.handOffRows
