@@ -28,12 +28,15 @@ static const lanepool_qos_t all_qos[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
     LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
 
-static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring) {
+/* spin: false, no lane spins idle (it parks at once when its queue is empty). */
+static lanepool_t *make_pool_spin(const char *name, uint32_t lanes, uint32_t ring, bool spin) {
   lanepool_config_t cfg;
   lanepool_config_init(&cfg);
   cfg.name = name;
   cfg.lanes_per_band = lanes;
   cfg.ring_capacity = ring;
+  if (!spin)
+    for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = 0;
   lanepool_t *p = NULL;
   int rc = lanepool_create(&cfg, &p);
   if (rc) {
@@ -41,6 +44,10 @@ static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring) {
     exit(1);
   }
   return p;
+}
+
+static lanepool_t *make_pool(const char *name, uint32_t lanes, uint32_t ring) {
+  return make_pool_spin(name, lanes, ring, true);
 }
 
 /* Threads of this process whose name starts with `prefix`. */
@@ -726,13 +733,7 @@ static void run_pick(other_pick *o, lanepool_lane_t *on) {
 static void test_next_other_lane(void) {
   /* No lane spins idle: a spinning lane is handed out first, which would bend the
    * rotation these checks count on. */
-  lanepool_config_t cfg;
-  lanepool_config_init(&cfg);
-  cfg.name = "cnext";
-  cfg.lanes_per_band = 3;
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = 0;
-  lanepool_t *p = NULL;
-  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  lanepool_t *p = make_pool_spin("cnext", 3, 0, false);
   lanepool_lane_t *lane = NULL;
   CHECK_RC(lanepool_next_other_lane(NULL, LANEPOOL_QOS_DEFAULT, &lane), EINVAL);
   CHECK_RC(lanepool_next_other_lane(p, LANEPOOL_QOS_DEFAULT, NULL), EINVAL);
@@ -788,13 +789,7 @@ static void sleep_ms_task(void *ctx) {
 /* 50 ms of tasks count at least 50 ms of busy_ns, and never more than the wall time
  * around them (a busy period measured in the wrong unit fails one of the two). */
 static void test_busy_time(void) {
-  lanepool_config_t cfg;
-  lanepool_config_init(&cfg);
-  cfg.name = "cbusy";
-  cfg.lanes_per_band = 1;
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = 0;
-  lanepool_t *p = NULL;
-  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  lanepool_t *p = make_pool_spin("cbusy", 1, 0, false);
   lanepool_lane_t *lane = NULL;
   CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
   lanepool_lane_info_t info;

@@ -383,16 +383,20 @@ static struct {
   lanepool_t *pool;
   lanepool_lane_t *a;
   bool then_z; /* T in turn queues band work Z behind Y's rescued cell and waits for it */
-  _Atomic int pushed, x_ok, x_done, y_done, y_runs, t_runs, t_done, t_after_x, t_rc, y_rc;
-  _Atomic int z_rc, z_done, z_runs, t_ok;
-  lanepool_lane_t *_Atomic y_lane, *_Atomic t_lane, *_Atomic z_lane;
+  _Atomic int pushed, x_ok, x_done, t_runs, t_done, t_after_x, t_rc, y_rc, z_rc, t_ok;
+  lanepool_lane_t *_Atomic t_lane;
+  struct rb_band { /* Y's or Z's run: where, how often, done */
+    lanepool_lane_t *_Atomic lane;
+    _Atomic int runs, done;
+  } y, z;
 } rb;
 
-static void rb_z(void *arg) {
-  (void)arg;
-  atomic_store(&rb.z_lane, current());
-  atomic_fetch_add(&rb.z_runs, 1);
-  atomic_store(&rb.z_done, 1);
+/* Y and Z: band work that records its run (arg: its struct rb_band). */
+static void rb_band_task(void *arg) {
+  struct rb_band *b = arg;
+  atomic_store(&b->lane, current());
+  atomic_fetch_add(&b->runs, 1);
+  atomic_store(&b->done, 1);
 }
 
 static void rb_t(void *arg) {
@@ -401,27 +405,20 @@ static void rb_t(void *arg) {
   atomic_store(&rb.t_after_x, atomic_load(&rb.x_done));
   atomic_fetch_add(&rb.t_runs, 1);
   if (rb.then_z) {
-    atomic_store(&rb.z_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_z, NULL,
+    atomic_store(&rb.z_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_band_task, &rb.z,
                                                 LANEPOOL_SUBMIT_LOCAL));
-    atomic_store(&rb.t_ok, wait_flag(&rb.z_done));
+    atomic_store(&rb.t_ok, wait_flag(&rb.z.done));
   }
   atomic_store(&rb.t_done, 1);
-}
-
-static void rb_y(void *arg) {
-  (void)arg;
-  atomic_store(&rb.y_lane, current());
-  atomic_fetch_add(&rb.y_runs, 1);
-  atomic_store(&rb.y_done, 1);
 }
 
 static void rb_x(void *arg) {
   (void)arg;
   atomic_store(&rb.t_rc, lanepool_lane_async(rb.a, rb_t, NULL));
-  atomic_store(&rb.y_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_y, NULL,
+  atomic_store(&rb.y_rc, lanepool_async_flags(rb.pool, LANEPOOL_QOS_DEFAULT, rb_band_task, &rb.y,
                                               LANEPOOL_SUBMIT_LOCAL));
   atomic_store(&rb.pushed, 1);
-  atomic_store(&rb.x_ok, wait_flag(&rb.y_done));
+  atomic_store(&rb.x_ok, wait_flag(&rb.y.done));
   atomic_store(&rb.x_done, 1);
 }
 
@@ -444,16 +441,16 @@ static void test_rescue_behind_lane_bound(bool drain, bool then_z) {
   CHECK_RC(atomic_load(&rb.t_rc), 0);
   CHECK_RC(atomic_load(&rb.y_rc), 0);
   CHECK(atomic_load(&rb.x_ok)); /* X's wait ended by Y, not by the cap */
-  CHECK(atomic_load(&rb.y_runs) == 1);
-  CHECK(atomic_load(&rb.y_lane) == rescue);
+  CHECK(atomic_load(&rb.y.runs) == 1);
+  CHECK(atomic_load(&rb.y.lane) == rescue);
   CHECK(atomic_load(&rb.t_runs) == 1); /* T ran once, on its lane, after X */
   CHECK(atomic_load(&rb.t_lane) == rb.a);
   CHECK(atomic_load(&rb.t_after_x));
   if (then_z) { /* Z, behind Y's rescued cell at A's head while T waits: rescued too */
     CHECK_RC(atomic_load(&rb.z_rc), 0);
     CHECK(atomic_load(&rb.t_ok));
-    CHECK(atomic_load(&rb.z_runs) == 1);
-    CHECK(atomic_load(&rb.z_lane) == rescue);
+    CHECK(atomic_load(&rb.z.runs) == 1);
+    CHECK(atomic_load(&rb.z.lane) == rescue);
   }
   lanepool_lane_info_t info;
   CHECK_RC(lanepool_lane_info(rescue, &info), 0);
