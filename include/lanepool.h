@@ -640,9 +640,11 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
  * (never work submitted from outside the pool's lanes). Lane-bound work
  * (lanepool_lane_async and the other lane submits, lanepool_lane_sync, timers set on a
  * lane) is never moved: a lane runs its own tasks one at a time, in order. A band task
- * queued behind a lane-bound task waits for it (only the head of a ring is taken), and
- * so does one in the overflow list of a full ring. lanepool_lane_info_t.tasks_executed
- * counts a stolen task on the lane that ran it.
+ * queued behind a lane-bound task waits for it (a sibling takes only the head of a
+ * ring), and so does one in the overflow list of a full ring; except that once a lane
+ * has been busy 100 ms finishing nothing, its band's rescue lane may run band work
+ * queued behind a lane-bound task there, before it, out of order (lanepool_rescue_lane).
+ * lanepool_lane_info_t.tasks_executed counts a stolen task on the lane that ran it.
  */
 LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
 

@@ -989,8 +989,9 @@ static inline void run_task(const lanepool__task *task) {
  * policy, its own ring for what its tasks push locally, joined, drained and cancelled
  * with them) that no band pick reaches. Its own queue empty, it looks at its band's
  * lanes: one awake with work queued that has finished no task for LANEPOOL__RESCUE_NS
- * gives up its stealable head task to it, the same steal an idle sibling makes, and
- * the lane looks again after each task it ran. It parks with that timeout while any
+ * gives up its stealable head task to it, the same steal an idle sibling makes, or,
+ * behind a lane-bound head, its oldest band task further back (rescue_behind_head),
+ * and the lane looks again after each task it ran. It parks with that timeout while any
  * ring of its band holds work (or for one timeout after a wake), and without one
  * otherwise: a band push then wakes it (rescue_idle; seq_cst on both sides: it stores
  * the flag, then reads the rings; a push CASes a tail, then reads the flag). So an idle
@@ -1014,8 +1015,9 @@ static bool rescue_behind_head(lanepool__ring *r, lanepool__task *out) {
   return took;
 }
 
-/* Takes the stealable head task of a band lane that has work queued now and has been
- * awake, finishing nothing, for LANEPOOL__RESCUE_NS (with an empty queue for some of
+/* Takes the stealable head task (or, behind a lane-bound head, the oldest band task) of
+ * a band lane that has work queued now and has been awake, finishing nothing, for
+ * LANEPOOL__RESCUE_NS (with an empty queue for some of
  * that time too: a job that a rescued task hands on to a held lane is taken back at the
  * next look, not after another timeout). */
 static bool rescue_take(lanepool_lane_t *spare, lanepool__task *out) {

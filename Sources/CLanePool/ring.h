@@ -143,8 +143,9 @@ typedef struct lanepool__ring {
   /* ---- [prod] claims: seq_cst CAS; flags: seq_cst fetch_or ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t tail;
   /* ---- [cons] the next cell to take: advanced past a marked cell by a CAS of the
-   * owner or of a thief (seq_cst), past a lane-bound cell by the owner's release store;
-   * read by the depth and emptiness checks ---- */
+   * owner or of a thief (seq_cst), past a cell the rescue lane took by a CAS of the
+   * owner, a thief or the rescue lane (pass_at), past a lane-bound cell by the owner's
+   * release store; read by the depth and emptiness checks ---- */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t head;
 } lanepool__ring;
 
@@ -370,11 +371,11 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
       atomic_store_explicit(&r->head, pos + 1, memory_order_release);
       return true;
     }
-    if (lanepool__ring_rescued(seq, pos)) { /* the rescue lane took it out of order */
-      lanepool__ring_pass_at(r, &pos);
-      continue;
-    }
     if (seq != ((pos + 1) | LANEPOOL__SEQ_STEAL)) {
+      if (lanepool__ring_rescued(seq, pos)) { /* the rescue lane took it out of order */
+        lanepool__ring_pass_at(r, &pos);
+        continue;
+      }
       uint64_t now = atomic_load_explicit(&r->head, memory_order_relaxed);
       if (now == pos) return false; /* not published yet */
       pos = now;                    /* a thief took it: look at the new head */
@@ -417,6 +418,7 @@ static inline bool lanepool__ring_rescue_at(lanepool__ring *r, uint64_t pos,
       !atomic_compare_exchange_strong_explicit(&slot->seq, &marked, marked | LANEPOOL__SEQ_TAKEN,
                                                memory_order_acquire, memory_order_relaxed))
     return false;
+  LANEPOOL_INJECT(LANEPOOL__AT_RESCUE_READ); /* claimed, not read: takers wait for READ */
   out->fn = slot->fn;
   out->ctx = slot->ctx;
   out->arg = slot->arg;
@@ -439,9 +441,10 @@ static inline void lanepool__ring_rescue_end(lanepool__ring *r) {
 /* Moves head past cells at the head that the rescue lane took (the owner does so too,
  * in ring_pop, but it may be held in a task): band work behind such a cell is a head
  * again for the thieves and the rescue lane. Returns the head it stopped at. Whoever
- * wins a CAS frees that cell, once the rescuer has read it. A hostile review found the hang without it: X queued
- * lane-bound T and band Y and waited for Y, rescued; T then queued band Z and waited
- * for it, behind Y's rescued cell at the head, which no taker but the owner passed. */
+ * wins a CAS frees that cell, once the rescuer has read it. A hostile review found the
+ * hang without it: X queued lane-bound T and band Y and waited for Y, rescued; T then
+ * queued band Z and waited for it, behind Y's rescued cell at the head, which no taker
+ * but the owner passed. */
 static inline uint64_t lanepool__ring_pass_rescued(lanepool__ring *r) {
   uint64_t pos = atomic_load_explicit(&r->head, memory_order_acquire);
   while (lanepool__ring_rescued(

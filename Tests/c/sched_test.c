@@ -112,6 +112,7 @@ static const scenario scenarios[] = {
     {{OP_STUCK, OP_DESTROY, OP_NONE}, NULL},
     {{OP_STUCK, OP_DRAIN, OP_CANCEL}, NULL},
     {{OP_STUCK, OP_ASYNC, OP_DRAIN}, NULL},
+    {{OP_STUCK, OP_ASYNC, OP_CANCEL}, NULL},
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
