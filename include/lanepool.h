@@ -519,16 +519,21 @@ LANEPOOL_API int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos,
 LANEPOOL_API int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index,
                                    lanepool_lane_t **out);
 
-/** The band's rescue lane: one more lane per band, which no pick reaches and which takes
- *  band work held up behind lanes whose tasks do not finish (docs/architecture.md, "The
- *  rescue lane"). Tasks may run on it, so lanepool_current_lane() may answer it: a
+/** The band's rescue lane: one more lane per band, whose thread no pick reaches and which
+ *  runs band work, and the queues of lanes whose threads are away, once no thread of the
+ *  band has finished a task for 100 ms while such work waits (docs/architecture.md,
+ *  "The rescue thread"). Tasks may run on it, so lanepool_current_lane() may answer it: a
  *  layer that keeps an object per lane in the userdata word (the Swift facade) sets one
  *  for it too. lanepool_lane_info() and lanepool_lane_position() report it with index
  *  lanes_per_band (lanepool_get_lane() has no such index); its thread is named
- *  `<pool>-<band>-r`. Work queued on it directly (lanepool_lane_async, a sync, which is
- *  always queued there, never run inline) runs there and holds it: it rescues nothing
- *  meanwhile. 0, EINVAL (bad argument), EOWNERDEAD (a fork child). */
+ *  `<pool>-<band>-r`. Work queued on it directly (lanepool_lane_async, a sync) runs
+ *  there and holds its thread: it rescues nothing meanwhile. 0, EINVAL (bad argument),
+ *  EOWNERDEAD (a fork child). */
 LANEPOOL_API int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out);
+
+/** Band work queued now in the band's queue (lanepool_async, band timers): accepted and
+ *  not yet started, a snapshot. 0, EINVAL (bad argument), EOWNERDEAD (a fork child). */
+LANEPOOL_API int lanepool_band_depth(lanepool_t *pool, lanepool_qos_t qos, uint64_t *out);
 
 /** The lane a key maps to: the same key always gives the same lane of a band, so
  *  tasks submitted with one key run in order. EINVAL for a bad argument. */
@@ -790,9 +795,9 @@ typedef struct lanepool_lane_info {
   int stalled;           /* 1 while the stall detector sees the current task overrun */
   uint64_t stalled_ns;   /* how long the current task has run, when stalled */
   uint64_t stalls;       /* stalls detected so far */
-  uint64_t tasks_stolen; /* band tasks this lane took from a held-up sibling, or older
-                            than its own next one (lanepool_async); counted in
-                            tasks_executed too */
+  uint64_t tasks_stolen; /* tasks of another lane's queue this lane's thread ran while
+                            that lane's own thread was away (docs/architecture.md, "The
+                            scheduler"); counted in tasks_executed too */
   /* wake-ups on the CPU of the sibling lane's task that woke it, while that task still
    * ran: the lane let it go on first (one sched_yield; docs/architecture.md, "Park and
    * wake") */

@@ -442,18 +442,12 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane) {
  * queued now would wait. A snapshot of relaxed counters, best effort: the lane may go
  * idle, or another producer queue ahead, right after. */
 static bool lane_busy(lanepool_lane_t *lane) {
-  /* A caller running on the lane (its task, or a closure lent to it) is what runs: work
-   * it queues there waits only for what is queued (a task yielding to its own lane). */
+  /* Held (its thread, a sibling or a sync caller runs its queue or a closure), unless
+   * the caller is what runs: work it queues there waits only for what is queued. */
   bool caller_runs_it = lanepool__current == lane;
-  /* The depth as lane.c's lanepool__lane_depth counts it (ring, overflow list, a batch
-   * taken from it), read here from the fields: band.c sits below lane.c. */
-  return (!caller_runs_it && (atomic_load_explicit(&lane->started_tasks, memory_order_relaxed) !=
-                                  atomic_load_explicit(&lane->executed, memory_order_relaxed) ||
-                              atomic_load_explicit(&lane->lent_in, memory_order_relaxed) !=
-                                  atomic_load_explicit(&lane->lent_out, memory_order_relaxed))) ||
+  return (!caller_runs_it && atomic_load_explicit(&lane->excl, memory_order_relaxed) != 0) ||
          lanepool__ring_depth(&lane->ring) != 0 ||
-         atomic_load_explicit(&lane->spill_count, memory_order_relaxed) != 0 ||
-         atomic_load_explicit(&lane->batch_left, memory_order_relaxed) != 0;
+         atomic_load_explicit(&lane->spill.count, memory_order_relaxed) != 0;
 }
 
 int lanepool_lane_boost_begin(lanepool_lane_t *lane, lanepool_qos_t qos, lanepool_boost_t *out) {

@@ -18,8 +18,6 @@
 #include <stdint.h>
 
 #define LANEPOOL__CACHE_LINE  64
-/* Tasks a lane moves out of its overflow list per critical section (see spill_take). */
-#define LANEPOOL__SPILL_BATCH 32u
 #define LANEPOOL__MAX_NODES   1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 #include "inject.h"
@@ -83,6 +81,23 @@ typedef struct lanepool__timers {
   _Atomic uint64_t done;  /* timers pushed into a lane, or cancelled by their owner */
 } lanepool__timers;
 
+/* An overflow list (spill.c): where a ring's producers go once it is full (not with
+ * hard capacity), a growing circular buffer under a mutex. A lane's (its lane-bound
+ * work, FIFO: once the list is non-empty every producer appends here until it is
+ * empty) and a band's (its band work). Every field [lock], except the counters, which
+ * are written under the lock and read without it: count [atomic: seq_cst store, so
+ * the unlocked checks of the wake-up pairs can read it], in [release; acquire by the
+ * drain scan], overflowed [relaxed; statistics]. */
+typedef struct lanepool__spill {
+  pthread_mutex_t lock;
+  _Atomic uint64_t count;      /* tasks in the list */
+  _Atomic uint64_t in;         /* tasks ever appended */
+  _Atomic uint64_t overflowed; /* the same, for info */
+  lanepool__task *buf;
+  uint64_t cap, head;
+  int intake; /* LANEPOOL__OPEN / INTAKE_OWN_ONLY / INTAKE_CLOSED */
+} lanepool__spill;
+
 struct lanepool_lane {
   /* ---- [once] ---- */
   lanepool_t *pool;
@@ -121,58 +136,68 @@ struct lanepool_lane {
   /* ---- the ring: tail (producers) and head (consumer) on their own lines ---- */
   lanepool__ring ring;
 
-  /* ---- consumer (the lane thread) ---- */
+  /* ---- the lane's exclusion (sync.c): who may run its queue now ---- */
+  /* 0: free; otherwise the tid of the thread that holds it (the lane's own thread, a
+   * sibling or the rescue thread running its queue, or a sync caller running a closure
+   * inline). Whoever holds it runs the lane's tasks, one at a time, in order.
+   * [atomic: seq_cst CAS 0 -> tid to take it, seq_cst store of 0 to give it up; the
+   * Dekker pair with a producer: push(CAS tail) ; load(excl)  against
+   * store(excl = 0) ; load(tail)] */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t excl;
+  /* [excl holder, atomic: release store after each lane-bound task; acquire by the
+   * drain scan] lane-bound tasks finished, whoever ran them */
+  _Atomic uint64_t bound_done;
+
+  /* ---- the lane's thread (worker.c): what it runs, whichever queue it came from ---- */
   alignas(LANEPOOL__CACHE_LINE) uint32_t spin_now; /* [cons] the adaptive spin budget */
-  /* [cons; or its borrower's thread while LENT] a task of this lane submitted work to
-   * another lane of the pool: the next spin may go past the spinner cap (the reply is
-   * likely to come soon, and the receiver may be a spinner too). */
+  /* [cons] a task this thread ran submitted work to another thread of the pool: the next
+   * spin may go past the spinner cap (the reply is likely to come soon). */
   bool handed_off;
-  /* [cons, atomic: release store after each task; acquire by the drain scan] tasks
-   * finished (returned, or ended their thread) */
+  /* [cons, atomic: release store after each task; acquire by the info and the stall
+   * detector] tasks this thread finished (returned, or ended their thread) */
   _Atomic uint64_t executed;
   _Atomic uint64_t started_tasks; /* [cons, atomic: relaxed] started != executed: mid-task */
-  _Atomic uint64_t busy_ns;       /* [cons, atomic: relaxed] */
+  /* [cons, atomic: release after each band job; acquire by the drain scan] band jobs
+   * this thread finished (bandq.c counts what the band accepted) */
+  _Atomic uint64_t band_done;
+  _Atomic uint64_t busy_ns; /* [cons, atomic: relaxed] */
   /* [cons, atomic: release at start, acquire in create and info; stored 0 under
    * boost_lock when the thread leaves (lanepool__lane_thread_leaving), so a boost never
    * touches an exited, maybe reused, thread id] */
   _Atomic int tid;
   _Atomic int running; /* [cons, atomic: relaxed] */
-
-  /* ---- stealing: the sibling this lane watches [cons] (lane.c, stuck_sibling) ---- */
-  uint32_t steal_next;     /* where the search for a sibling to watch goes on */
-  uint32_t steal_victim;   /* the watched sibling's index + 1, 0 for none */
-  bool steal_now;          /* a spin or the lookout found it stuck: take its head task */
-  uint64_t steal_progress; /* its progress (tasks finished) when last seen moving */
-  uint64_t steal_since;    /* when that was */
-  _Atomic uint64_t stolen; /* [cons, atomic: relaxed] tasks this lane took from siblings */
-  _Atomic uint64_t yields; /* [cons, atomic: relaxed] times it let its waker go first */
-  uint64_t fifo_look;      /* the own head's stamp at the last "older band work" look */
-  uint32_t fifo_next;      /* where that look starts among the siblings */
-  /* The band's rescue lane only (lane.c, "The rescue lane"): per band lane i, its
-   * progress at [2i] and since when unchanged at [2i + 1]; and until when it parks
-   * with a timeout whatever it finds. [cons] */
+  /* 1 while the thread may be running something other than its own lane's queue (a
+   * band job, another lane's queue): a producer that then finds this lane free with
+   * work queued announces it to the band (worker.c, lanepool__lane_kick).
+   * [cons, atomic: seq_cst stores; seq_cst loads by producers after their push] */
+  _Atomic uint32_t away;
+  _Atomic uint64_t adopted; /* [cons, atomic: relaxed] tasks of other lanes' queues it ran */
+  _Atomic uint64_t yields;  /* [cons, atomic: relaxed] times it let its waker go first */
+  /* The band's rescue thread only (worker.c, "The rescue thread"): per band lane i, its
+   * lane-bound progress at the last look ([i]), and the band queue's head ([n]); and
+   * until when it parks with a timeout whatever it finds. [cons] */
   uint64_t *rescue_seen;
   uint64_t rescue_calm_until;
 
   /* ---- parking ---- */
-  /* 1 while the lane is (about to be) parked on the futex. [atomic: seq_cst store
-   * by the lane before its last emptiness check; seq_cst load + exchange by
-   * producers after their seq_cst CAS / fetch_add] */
+  /* The thread: AWAKE, or PARKED on the futex. [atomic: seq_cst store of PARKED by the
+   * thread before its last look at its queues; seq_cst load + CAS to AWAKE by wakers] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t sleeping;
-  /* Inline syncs (the lane lent to a sync caller) begun and ended, for the drain scan:
-   * a lent run counts as accepted before its caller checks that the pool is OPEN,
-   * and as finished once its closure returned. [atomic: seq_cst increment of lent_in;
-   * release increment of lent_out; the scan's seq_cst / acquire loads] */
+  /* Inline syncs (a sync caller running its closure under the lane's exclusion) begun
+   * and ended, for the drain scan: a lent run counts as accepted before its caller
+   * checks that the pool is OPEN, and as finished once its closure returned.
+   * [atomic: seq_cst increment of lent_in; release increment of lent_out; the scan's
+   * seq_cst / acquire loads] */
   _Atomic uint64_t lent_in, lent_out;
-  /* Sync callers between a successful borrow and their last access to this lane and its
-   * pool (after giving it back, the lane may exit and be joined at once). The joiner
-   * waits for 0 before it returns, so destroy never frees under a borrower.
-   * [atomic: relaxed increment while LENT; release decrement; acquire by the joiner] */
+  /* Threads between taking the exclusion of this lane from outside its thread (a sync
+   * caller, a sibling) and their last access to this lane: the join waits for 0, so
+   * destroy never frees under them. [atomic: relaxed increment; release decrement;
+   * acquire by the joiner] */
   _Atomic uint32_t borrowers;
-  /* Who woke the lane from its current park: a lane of the pool from inside a running
+  /* Who woke the thread from its current park: a thread of the pool from inside a running
    * task (its started_tasks then) and the CPU it ran on; NULL for anyone else. Cleared
-   * by the lane before it stores PARKED, written by the waker after its CAS, read once
-   * after the wake (lane.c, yield_to_waker). [atomic: relaxed; a hint only] */
+   * by the thread before it stores PARKED, written by the waker after its CAS, read once
+   * after the wake (park.c, yield_to_waker). [atomic: relaxed; a hint only] */
   _Atomic(lanepool_lane_t *) woken_by;
   _Atomic uint64_t woken_by_task;
   _Atomic int woken_on_cpu;
@@ -184,24 +209,7 @@ struct lanepool_lane {
   _Atomic uint64_t stalls;
 
   /* ---- overflow list, used when the ring is full (not with hard capacity) ---- */
-  alignas(LANEPOOL__CACHE_LINE) pthread_mutex_t spill_lock;
-  _Atomic uint64_t spill_count; /* [spill_lock for writes; atomic seq_cst so the
-                                   unlocked fast-path checks can read it] */
-  _Atomic uint64_t spill_in;    /* [spill_lock for writes; atomic release; acquire by
-                                   the drain scan] tasks ever appended */
-  lanepool__task *spill;        /* [spill_lock] circular buffer */
-  uint64_t spill_cap;           /* [spill_lock] */
-  uint64_t spill_head;          /* [spill_lock] */
-  int spill_intake;             /* [spill_lock] LANEPOOL__OPEN / INTAKE_OWN_ONLY / CLOSED */
-  _Atomic uint64_t overflowed;  /* [spill_lock for writes; atomic relaxed] statistics */
-
-  /* ---- tasks taken from the overflow list, run before anything else ---- */
-  /* [cons; the discard pass reads them after the join] batch[batch_next..batch_end) are
-   * still to run. Taken in one critical section while the ring was empty, so they are
-   * older than anything claimed in the ring since (lane.c, spill_take). */
-  alignas(LANEPOOL__CACHE_LINE) uint32_t batch_next, batch_end;
-  _Atomic uint64_t batch_left; /* [cons, atomic: relaxed] what depth counts of them */
-  lanepool__task batch[LANEPOOL__SPILL_BATCH];
+  alignas(LANEPOOL__CACHE_LINE) lanepool__spill spill;
 
   /* ---- escalation (band.c): the lane runs at the band of the highest waiter ---- */
   /* Serialises applying a band to the lane's thread: held around the syscalls, by
@@ -241,15 +249,25 @@ typedef struct lanepool__counter {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t value;
 } lanepool__counter;
 
-/* A band's lookout for stealable tasks stuck behind a busy lane (lane.c, "Stealing"). */
-typedef struct lanepool__band_watch {
-  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle; /* lanes parked with no timeout */
-  _Atomic uint32_t watching;    /* lanes parked with a timeout (0 or 1): the band's lookout */
-  _Atomic uint32_t band_work;   /* 1: a stealable task was pushed; 0 again once the lookout
-                                 finds the band's rings empty (lane.c, lookout()) */
-  _Atomic uint32_t rescue_idle; /* 1: the band's rescue lane is parked with no timeout; a
-                                   band push wakes it (lane.c, park_spare) */
-} lanepool__band_watch;
+/* A band's shared queue of band work (bandq.c) and who is free to take it (park.c).
+ * Every accepted band job is in `ring` or `spill`, where every thread of the band (its
+ * lanes' threads and its rescue thread) can take it. */
+typedef struct lanepool__band {
+  lanepool__ring ring; /* many producers, many consumers (lanepool__ring_take) */
+  lanepool__spill spill;
+  /* Threads of the band parked without a timeout, and spinning now. A band push reads
+   * them after its CAS on tail (seq_cst: the Dekker pair with a thread that stores
+   * PARKED, counts itself idle and looks at the queue once more; and with a spinner
+   * that stops counting itself and looks once more): no spinner and an idle thread,
+   * the push wakes one. [atomic: seq_cst] */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle;
+  _Atomic uint32_t spinning;
+  /* 1: the band's rescue thread is parked with no timeout; a push that announces work
+   * wakes it (park.c, lanepool__band_wake). [atomic: seq_cst] */
+  _Atomic uint32_t rescue_idle;
+  uint64_t slots_bytes; /* [once] */
+  bool slots_numa_owned;
+} lanepool__band;
 
 struct lanepool {
   /* ---- [once] ---- */
@@ -307,10 +325,8 @@ struct lanepool {
    * pick, a stale one only costs the wake the hint meant to save] */
   lanepool__counter warm[LANEPOOL_BAND_COUNT];
 
-  /* Per band, who looks out for tasks stuck behind a busy lane (lane.c, "Stealing").
-   * [atomic: seq_cst; the counters and a sibling's ring form a Dekker pair with the
-   * producer's push, see lane.c] */
-  lanepool__band_watch watch[LANEPOOL_BAND_COUNT];
+  /* Per band, its queue of band work and its idle and spinning threads (bandq.c). */
+  lanepool__band bands[LANEPOOL_BAND_COUNT];
 
   /* start-up handshake: lanes count up, the creator waits. [atomic: release/acquire] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t started;
@@ -366,30 +382,14 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
   return w;
 }
 
-/* A spinning lane parks when it was preempted (two polls this far apart: no CPU is
- * idle), and when a sibling of its band has had work queued, awake, without finishing
- * a task for this long (it waits for a CPU, maybe this one). */
-#define LANEPOOL__SPIN_PREEMPTED_NS  50000u
-#define LANEPOOL__SIBLING_STARVED_NS 20000u
-/* The band's lookout (a parked lane while a sibling is awake) looks this often for a
- * sibling whose queue has not moved, and takes its stealable head task. */
-#define LANEPOOL__WATCH_POLL_NS      1000000u
-/* Older band work first (lane.c, take_older): a lane whose head is band work pushed
- * from a lane looks at its siblings' heads when that stamp is at least this much later
- * than at its last look that took nothing, and takes a sibling's stamped head that is
- * at least this much older than its own. In stamp units (lanepool__stamp): TSC ticks
- * on x86 (8192 is 2.3 to 4 us at 2 to 3.5 GHz), nanoseconds elsewhere. */
-#if defined(__x86_64__) || defined(__i386__)
-#define LANEPOOL__FIFO_LOOK 8192u
-#else
-#define LANEPOOL__FIFO_LOOK 3000u
-#endif
+/* A spinning thread parks when it was preempted (two polls this far apart: no CPU is
+ * idle). */
+#define LANEPOOL__SPIN_PREEMPTED_NS 50000u
 
-/* A band's rescue lane takes a band lane's stealable head task once that lane has
- * been awake with work queued, and has finished no task, for this long (lane.c, "The
- * rescue lane"); it also parks with this timeout while its band has work queued. Test
- * builds may shorten it (inject.c: Tests/c/sched_test.c runs stuck bands under the
- * controlled scheduler, hundreds of schedules a scenario). */
+/* A band's rescue thread runs band work, or a lane's queue, that has waited this long
+ * with no thread of the band taking any of it (worker.c, "The rescue thread"); it parks
+ * with this timeout while its band has such work. Test builds may shorten it (inject.c:
+ * Tests/c/sched_test.c runs stuck bands under the controlled scheduler). */
 #ifdef LANEPOOL_TEST_INJECT
 extern _Atomic uint64_t lanepool__rescue_ns;
 #define LANEPOOL__RESCUE_NS atomic_load_explicit(&lanepool__rescue_ns, memory_order_relaxed)
@@ -397,9 +397,11 @@ extern _Atomic uint64_t lanepool__rescue_ns;
 #define LANEPOOL__RESCUE_NS UINT64_C(100000000)
 #endif
 
-/* A lane busy with its own queue looks at its watched sibling once per this many tasks
- * (a power of two; lane.c, lane_loop). */
-#define LANEPOOL__BUSY_LOOK 64u
+/* Fairness between the two kinds of work (worker.c, lane_loop): a thread running its
+ * lane's queue looks at the band queue once per this many tasks, and runs one band job
+ * before going on if there is one (Go's scheduler looks at its global run queue every
+ * 61 ticks for the same reason). */
+#define LANEPOOL__FAIR_EVERY 61u
 
 /* trace.c: an event trace, compiled in only with LANEPOOL_TRACE defined. */
 enum {
@@ -410,7 +412,7 @@ enum {
   LANEPOOL__TRACE_UNPARK,
   LANEPOOL__TRACE_WAKE
 };
-enum { LANEPOOL__FROM_OWN, LANEPOOL__FROM_OLDER, LANEPOOL__FROM_STUCK, LANEPOOL__FROM_RESCUE };
+enum { LANEPOOL__FROM_OWN, LANEPOOL__FROM_BAND, LANEPOOL__FROM_ADOPTED, LANEPOOL__FROM_RESCUE };
 #ifdef LANEPOOL_TRACE
 void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source, void *fn,
                      void *ctx);
@@ -440,47 +442,148 @@ static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
   return lanepool__current && lanepool__current->pool == pool;
 }
 
-/* lane.c */
-/* index lanes_per_band makes the band's rescue lane (lane.c, "The rescue lane"). */
+/* spill.c: overflow lists */
+int lanepool__spill_init(lanepool__spill *l);
+void lanepool__spill_destroy(lanepool__spill *l);
+/* Appends {fn, ctxs[i], args[i]} (args NULL: every arg NULL), in order, all or nothing:
+ * 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. */
+int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs,
+                           void *const *args, uint64_t n, bool own);
+/* The oldest task; `ring` non-NULL: only while that ring is empty (a lane's FIFO: its
+ * claims made before the list's tasks were appended are older), *ring_first set when
+ * it is not. */
+bool lanepool__spill_take(lanepool__spill *l, const lanepool__ring *ring, lanepool__task *out,
+                          bool *ring_first);
+void lanepool__spill_set_intake(lanepool__spill *l, int intake);
+static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_order order) {
+  return atomic_load_explicit(&((lanepool__spill *)l)->count, order);
+}
+
+/* bandq.c: a band's queue of band work */
+int lanepool__bandq_init(lanepool__band *band, uint32_t capacity);
+void lanepool__bandq_free(lanepool__band *band);
+/* 0, EAGAIN (hard capacity, full), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
+int lanepool__bandq_push(lanepool__band *band, lanepool_fn fn, void *ctx, void *arg, bool own,
+                         bool hard);
+bool lanepool__bandq_take(lanepool__band *band, lanepool__task *out);
+/* Band work queued (seq_cst loads: a side of the wake-up pairs). */
+bool lanepool__bandq_nonempty(const lanepool__band *band);
+uint64_t lanepool__bandq_depth(const lanepool__band *band);
+uint64_t lanepool__bandq_accepted(lanepool__band *band);
+/* Jobs taken so far (ring and list): the rescue thread's measure of progress. */
+uint64_t lanepool__bandq_taken(const lanepool__band *band);
+void lanepool__bandq_set_intake(lanepool__band *band, int intake);
+bool lanepool__bandq_closed(const lanepool__band *band);
+void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
+                                 void *discard_arg);
+
+/* lane.c: a lane and its queue of lane-bound work */
+/* index lanes_per_band makes the band's rescue lane (worker.c, "The rescue thread"). */
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
-int lanepool__lane_start(lanepool_lane_t *lane);
-void lanepool__lane_join(lanepool_lane_t *lane);
 void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);
-void lanepool__lane_wake(lanepool_lane_t *lane);
-void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
-                                void *discard_arg);
-/* flags: LANEPOOL__PUSH_OWN, the caller may submit while the pool drains (a lane of the
- * pool, or the timer thread); LANEPOOL__PUSH_STEAL, a task bound to no lane, which an
- * idle sibling of the band may take (ring.h). arg NULL: fn(ctx); otherwise a
- * two-argument task (ring.h). 0, EAGAIN, ESHUTDOWN, ENOMEM, EOWNERDEAD. */
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags);
+/* Pushes a lane-bound task into the lane's ring (or overflow list), nothing more:
+ * 0, EAGAIN (hard capacity), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
+int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
+/* As lanepool__lane_enqueue for a batch: *accepted of them (a prefix). */
+int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                             void *const *args, uint64_t n, bool own, uint64_t *accepted);
+/* The lane's next task, for the holder of its exclusion; *pending set when a producer
+ * has claimed a cell it has not published yet. */
+bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pending);
+/* Lane-bound work queued (seq_cst: a side of the wake-up pairs). */
+bool lanepool__lane_has_work(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
 uint64_t lanepool__lane_finished(lanepool_lane_t *lane);
+void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
+                                void *discard_arg);
+/* A task to a discard callback as the header documents: a two-argument task as fn cast
+ * to lanepool_fn and ctx pointing at a lanepool_task2_t {a, b} that lives during the
+ * call; any other as it was submitted. */
+static inline void lanepool__discard_plain(const lanepool__task *task, lanepool_discard_fn discard,
+                                           void *discard_arg) {
+  if (task->arg) {
+    lanepool_task2_t pair = {task->ctx, task->arg};
+    discard(task->fn, &pair, discard_arg);
+  } else {
+    discard(task->fn, task->ctx, discard_arg);
+  }
+}
+/* One queued task to a discard callback (a queued sync is answered ECANCELED instead). */
+void lanepool__discard_task(const lanepool__task *task, lanepool_discard_fn discard,
+                            void *discard_arg);
+/* Cancel: answers every sync queued on the lane ECANCELED (its cell then skipped). */
+void lanepool__lane_cancel_syncs(lanepool_lane_t *lane);
+/* A queued sync (lane.c): its record lives in the caller's frame while it waits. */
+typedef struct lanepool__held {
+  const lanepool_lane_t *lane;
+  const struct lanepool__held *up;
+} lanepool__held;
+/* The lanes whose exclusion this thread holds now, innermost first, each node in the
+ * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
+ * closure, which holds its caller's chain too). [this thread] */
+extern __thread const lanepool__held *lanepool__held_now;
+typedef struct lanepool__sync {
+  lanepool_fn fn;
+  void *ctx;
+  _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
+  const lanepool__held *chain; /* the caller's held chain (in its frame while it waits) */
+  lanepool__held node;         /* this lane over that chain, while the closure runs */
+  const lanepool__held *above; /* the running thread's own chain, restored after */
+  /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). */
+  _Atomic uint32_t boost;
+  lanepool_lane_t *lane;
+} lanepool__sync;
+void lanepool__sync_trampoline(void *arg);
+void lanepool__sync_discard(void *arg);
+/* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task. */
+static inline void lanepool__run_task(const lanepool__task *task) {
+  if (task->arg)
+    ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);
+  else
+    task->fn(task->ctx);
+}
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 /* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
-/* A cheap clock for band work's order between lanes, never 0: the TSC on x86 (constant
- * and in step across CPUs on current machines; a skew makes the order approximate,
- * never loses or repeats a task), else now_ns (nanoseconds, as LANEPOOL__FIFO_LOOK
- * expects). */
-static inline uint64_t lanepool__stamp(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  uint32_t lo, hi;
-  __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
-  return (((uint64_t)hi << 32) | lo) | 1;
-#else
-  return lanepool__now_ns() | 1;
-#endif
-}
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
-lanepool_lane_t *lanepool__pick(lanepool_t *pool, int band); /* a lane of the band for band work */
+
+/* sync.c: a lane's exclusion, and the sync calls */
+/* Takes the lane's exclusion if it is free (seq_cst CAS). */
+bool lanepool__excl_try(lanepool_lane_t *lane);
+/* Gives it up; if work is queued then, makes sure a thread comes for it. */
+void lanepool__excl_release(lanepool_lane_t *lane);
+
+/* park.c: parking, waking, and submitting work with the wake it needs */
+/* true if this call woke the thread of `lane` (it was PARKED). */
+bool lanepool__wake_thread(lanepool_lane_t *lane, bool note);
+/* Work the band's threads must see was announced: wake an idle thread of the band if
+ * none spins, and the band's rescue thread if it parks untimed. */
+void lanepool__band_wake(lanepool_t *pool, uint32_t band);
+/* A lane free with work queued: its thread if parked; if its thread is away, the band. */
+void lanepool__lane_kick(lanepool_lane_t *lane);
+/* flags: LANEPOOL__PUSH_OWN (the caller may submit while the pool drains),
+ * LANEPOOL__PUSH_WAITS. arg NULL: fn(ctx); otherwise a two-argument task. 0, EAGAIN,
+ * ESHUTDOWN, ENOMEM, EOWNERDEAD. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags);
+int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags);
+/* Spins up to the thread's budget for work; true if some showed up. */
+bool lanepool__spin_for_work(lanepool_lane_t *lane);
+void lanepool__park(lanepool_lane_t *lane);
+void lanepool__park_rescue(lanepool_lane_t *lane);
+/* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
+bool lanepool__work_for(lanepool_lane_t *lane);
+
+/* worker.c: a lane's thread */
+int lanepool__lane_start(lanepool_lane_t *lane);
+void lanepool__lane_join(lanepool_lane_t *lane);
 
 /* thread.c */
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg);

@@ -112,8 +112,15 @@ int lanepool__registry_add(lanepool_t *pool) {
 
 static uint32_t lane_count(const lanepool_t *pool) { return lanepool__lane_total(pool); }
 
+/* The band queues first: a thread that sees its lane's ring CLOSED knows that nothing
+ * can be added to its band's queue either. */
 static void lanes_set_intake(lanepool_t *pool, int intake) {
-  for (uint32_t i = 0; i < lane_count(pool); i++) lanepool__lane_set_intake(pool->lanes[i], intake);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    lanepool__bandq_set_intake(&pool->bands[b], intake);
+  for (uint32_t i = 0; i < lane_count(pool); i++) {
+    lanepool__lane_set_intake(pool->lanes[i], intake);
+    lanepool__wake_thread(pool->lanes[i], false); /* to see it: run the rest, or end */
+  }
 }
 
 static void join_lanes(lanepool_t *pool, uint32_t count) {
@@ -155,6 +162,8 @@ static bool quiescent(lanepool_t *pool) {
   uint64_t accepted = lanepool__timers_pending_scan(pool, true);
   for (uint32_t i = 0; i < lane_count(pool); i++)
     accepted += lanepool__lane_accepted(pool->lanes[i]);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    accepted += lanepool__bandq_accepted(&pool->bands[b]);
   return accepted == finished;
 }
 
@@ -236,6 +245,8 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   lanepool__in_callback = pool;
   for (uint32_t i = 0; i < lane_count(pool); i++)
     lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    lanepool__bandq_discard_all(&pool->bands[b], discard, discard_arg);
   for (size_t i = 0; i < timer_count; i++) discard(timers[i].fn, timers[i].ctx, discard_arg);
   lanepool__in_callback = outer;
   free(timers);
@@ -350,6 +361,7 @@ void lanepool__pool_free(lanepool_t *pool) {
   if (pool->lanes)
     for (uint32_t i = 0; i < total; i++) lanepool__lane_free(pool->lanes[i]);
   free(pool->lanes);
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) lanepool__bandq_free(&pool->bands[b]);
   lanepool__topology_free(&pool->topology);
   lanepool__timers_destroy(&pool->timers);
   free(pool->allowed_cpus);

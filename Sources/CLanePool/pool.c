@@ -188,10 +188,6 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     atomic_init(&pool->rr[b].value, 0);
     atomic_init(&pool->warm[b].value, 0);
-    atomic_init(&pool->watch[b].idle, 0);
-    atomic_init(&pool->watch[b].watching, 0);
-    atomic_init(&pool->watch[b].band_work, 0);
-    atomic_init(&pool->watch[b].rescue_idle, 0);
     atomic_init(&pool->boost_refused[b], 0);
   }
   if (cfg->max_spinning_lanes == 0) {
@@ -252,6 +248,13 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   if (!rc)
     rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, &pool->topology,
                         allowed, allowed_count, plan);
+  /* Each band's queue: room for a ring's worth per lane (at least one ring, at most
+   * 65,536 cells beyond that), a power of two. */
+  uint64_t bq_cap = 2;
+  while (bq_cap < (uint64_t)pool->ring_capacity * per_band && bq_cap < 65536) bq_cap *= 2;
+  if (bq_cap < pool->ring_capacity) bq_cap = pool->ring_capacity;
+  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
+    rc = lanepool__bandq_init(&pool->bands[b], (uint32_t)bq_cap);
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
     for (uint32_t i = 0; !rc && i < per_band; i++) {
       lanepool_lane_t *lane = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);
@@ -587,32 +590,31 @@ int lanepool_rescue_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t *
   return 0;
 }
 
-/* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task. */
+int lanepool_band_depth(lanepool_t *pool, lanepool_qos_t qos, uint64_t *out) {
+  int b = lanepool_band_index(qos);
+  if (!pool || !out || b < 0) return EINVAL;
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  *out = lanepool__bandq_depth(&pool->bands[b]);
+  return 0;
+}
+
+/* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task.
+ * Band work goes into the band's queue, where every thread of the band can take it
+ * (bandq.c); LANEPOOL_SUBMIT_LOCAL is accepted and means nothing more: the calling
+ * thread, if it is the band's, takes the job itself when it is back unless a thread
+ * that was free already did. */
 static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx, void *arg,
                       unsigned flags) {
   int b = lanepool_band_index(qos);
   if (!pool || !fn || b < 0 || (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
     return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  /* Locality: the calling lane, if it is of this pool and band and nothing waits in its
-   * queue (the caller's own task is running, not queued): no hand-off to another
-   * thread. Otherwise the load-aware pick. */
-  lanepool_lane_t *cur = lanepool__current;
-  if (cur && cur->pool != pool) cur = NULL; /* a lane of another pool counts as outside */
-  /* Never onto a rescue lane: nothing steals from its ring (lane.c, "The rescue lane"),
-   * so what a rescued task queues there would wait for that task, which may be waiting
-   * for it. */
-  lanepool_lane_t *lane = (flags & LANEPOOL_SUBMIT_LOCAL) && cur && cur->band == (uint32_t)b &&
-                                  !cur->spare && lanepool__lane_depth(cur) == 0
-                              ? cur
-                              : lanepool__pick(pool, b);
-  /* Bound to no lane: an idle lane of the band may take it if this one is held up.
-   * Pushed by a lane of this pool to a band of several lanes: stamped, for the order
-   * between lanes (lane.c, take_older; about 11 ns for the clock). */
-  unsigned push = LANEPOOL__PUSH_STEAL;
-  if (flags & LANEPOOL_SUBMIT_CONTINUATION) push |= LANEPOOL__PUSH_OWN;
-  if (cur && pool->lanes_per_band > 1) push |= LANEPOOL__PUSH_STAMP;
-  return lanepool__lane_push(lane, fn, ctx, arg, push);
+  /* A registered call (calls.c), as a lane push is: destroy waits for it. */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = lanepool__band_push(pool, (uint32_t)b, fn, ctx, arg,
+                               (flags & LANEPOOL_SUBMIT_CONTINUATION) ? LANEPOOL__PUSH_OWN : 0);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_async_flags(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx,

@@ -102,11 +102,11 @@ static int fire_top_locked(lanepool_t *pool) {
   lanepool__timers *t = &pool->timers;
   const lanepool__timer_entry *e = &t->heap[0];
   LANEPOOL_INJECT(LANEPOOL__AT_TIMER_FIRE);
-  lanepool_lane_t *lane = e->lane ? e->lane : lanepool__pick(pool, e->band);
-  /* own: the timer thread is the pool's; a draining pool still takes its timers. */
-  /* A timer set for a band is bound to no lane: stealable, as a band submit is. */
-  int rc = lanepool__lane_push(lane, e->fn, e->ctx, NULL,
-                               LANEPOOL__PUSH_OWN | (e->lane ? 0 : LANEPOOL__PUSH_STEAL));
+  /* own: the timer thread is the pool's; a draining pool still takes its timers. A
+   * timer set for a band is band work, as a band submit is. */
+  int rc = e->lane ? lanepool__lane_push(e->lane, e->fn, e->ctx, NULL, LANEPOOL__PUSH_OWN)
+                   : lanepool__band_push(pool, (uint32_t)e->band, e->fn, e->ctx, NULL,
+                                         LANEPOOL__PUSH_OWN);
   if (rc == 0) {
     heap_remove(t, 0);
     /* release: pairs with the drain scan's acquire. After the lane's accept, never

@@ -34,9 +34,9 @@ extension LanePool {
     public var stalledFor: Duration?
     /// Stalls detected on this lane so far.
     public var stalls: UInt64
-    /// Band tasks (``LanePool/async(qos:_:)``, a pool executor's jobs) this lane took
-    /// from a sibling of its band that was held up by a long or blocked task; counted in
-    /// ``tasksExecuted`` too.
+    /// Tasks of another lane's queue this lane's thread ran, because that lane's own
+    /// thread was away running band work (a sibling's thread, or the band's rescue
+    /// thread); counted in ``tasksExecuted`` too.
     public var tasksStolen: UInt64
     /// Wake-ups on the CPU of the sibling lane's task that woke this lane, while that
     /// task still ran: this lane let it go on first (one `sched_yield`) rather than

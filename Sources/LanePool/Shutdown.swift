@@ -2,6 +2,14 @@ internal import CLanePool
 import Synchronization
 
 extension LanePool {
+  /// Band work queued now for `qos` (``async(qos:_:)``, a task executor's jobs): accepted
+  /// and not yet started, a snapshot. Every thread of the band takes from this queue.
+  public func bandDepth(for qos: QoS) -> UInt64 {
+    var depth: UInt64 = 0
+    _ = lanepool_band_depth(core.raw, qos.c, &depth)
+    return depth
+  }
+
   /// True once a shutdown has started.
   public var isShutDown: Bool {
     var info = lanepool_info_t()

@@ -13,7 +13,7 @@ private func waitCapped(_ semaphore: DispatchSemaphore) -> Bool {
   semaphore.wait(timeout: .now() + 30) == .success
 }
 
-@Suite("Stealing: band work is taken by an idle lane of the band")
+@Suite("Band work is taken by any free thread of the band")
 struct StealingTests {
   @Test("a job that blocks its lane waiting for a task it started: the task runs on the band's other lane")
   func jobBlockedOnItsChild() async throws {
@@ -22,8 +22,8 @@ struct StealingTests {
       () -> (Bool, String?, String?) in
       let started = DispatchSemaphore(value: 0)
       let childLane = Mutex<String?>(nil)
-      // The child's first job is enqueued from this lane, which has nothing queued:
-      // it goes here, behind the job that now blocks the lane.
+      // The child's first job goes to the band's queue, which the other lane's thread
+      // takes from while this one blocks.
       let child = Task(executorPreference: pool) {
         childLane.withLock { $0 = Lane.current?.name }
         started.signal()
@@ -34,9 +34,6 @@ struct StealingTests {
     }.value
     #expect(ok)
     #expect(childLane != nil && childLane != parentLane)
-    // It was queued on the parent's lane (LOCAL): the lane that ran it took it.
-    let thief = QoS.allCases.flatMap { pool.lanes(for: $0) }.first { $0.name == childLane }
-    #expect((thief?.info.tasksStolen ?? 0) >= 1)
     try await pool.shutdownGracefully()
   }
 

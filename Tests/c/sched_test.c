@@ -10,9 +10,12 @@
  * (lanepool_destroy; it waits until every other thread of the scenario is inside its
  * call, so that each call is in flight as destroy starts: a destroy racing a call that
  * has not begun would be the caller's error), stuck (band work that queues band work
- * behind itself on its band's one lane and waits for it: only the band's rescue lane,
- * whose delay this test cuts to 1 ms, can run it). Pool: one lane per band and its
- * rescue lane, rings of 2 (a third queued task goes to the overflow list), no spinning.
+ * and waits for it while its band's one thread is held by it: only the band's rescue
+ * thread, whose delay this test cuts to 1 ms, can run it), orphan (band work that queues
+ * lane-bound work on the lane whose thread runs it and waits: only the rescue thread can
+ * take that lane's exclusion and run its queue). Pool: one lane per band and its rescue
+ * thread, rings of 2 (a third queued task goes to an overflow list; the band queue's
+ * ring is as small), no spinning.
  * Each run checks: every accepted task ran or was handed to the discard callback,
  * exactly once, a refused one neither; a sync that returned 0 ran once, one that
  * returned an error never; every return code is one the API documents; the run ends
@@ -65,10 +68,11 @@ enum {
   OP_CANCEL,
   OP_DESTROY,
   OP_STUCK,
+  OP_ORPHAN,
   OP_NONE = -1
 };
 static const char *const op_names[] = {"async", "sync",   "after",   "follow", "timer-from-task",
-                                       "drain", "cancel", "destroy", "stuck"};
+                                       "drain", "cancel", "destroy", "stuck", "orphan"};
 
 typedef struct {
   int ops[3];
@@ -113,6 +117,16 @@ static const scenario scenarios[] = {
     {{OP_STUCK, OP_DRAIN, OP_CANCEL}, NULL},
     {{OP_STUCK, OP_ASYNC, OP_DRAIN}, NULL},
     {{OP_STUCK, OP_ASYNC, OP_CANCEL}, NULL},
+    /* The band queue and a lane's exclusion: a band job that waits for lane-bound work
+     * on the lane whose thread runs it (only the rescue thread can run that lane's
+     * queue), a sync taking the exclusion from the lane's thread, and both at once. */
+    {{OP_ORPHAN, OP_DRAIN, OP_NONE}, NULL},
+    {{OP_ORPHAN, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_ORPHAN, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_ORPHAN, OP_SYNC, OP_DRAIN}, NULL},
+    {{OP_ORPHAN, OP_ASYNC, OP_DRAIN}, NULL},
+    {{OP_SYNC, OP_FOLLOW, OP_DRAIN}, NULL},
+    {{OP_SYNC, OP_SYNC, OP_CANCEL}, NULL},
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
@@ -186,6 +200,17 @@ static void stuck_fn(void *ctx) {
   while (!atomic_load(&ran[id + 1]) && !atomic_load(&cancel_begun)) sched_point(LANEPOOL__AT_SPIN);
 }
 
+/* OP_ORPHAN: band work that queues lane-bound work on lane_a, the lane whose thread runs
+ * it (the band's one lane), and waits for it: the lane is free, its thread away, so
+ * only the band's rescue thread can run its queue. Stops waiting as OP_STUCK does. */
+static void orphan_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  if (lanepool_lane_async(lane_a, task_fn, id_ctx(id + 1)) != 0) return;
+  atomic_store(&accepted[id + 1], 1);
+  while (!atomic_load(&ran[id + 1]) && !atomic_load(&cancel_begun)) sched_point(LANEPOOL__AT_SPIN);
+}
+
 static void discard_fn(lanepool_fn fn, void *ctx, void *arg) {
   (void)fn;
   (void)arg;
@@ -240,6 +265,11 @@ static void *op_thread(void *p) {
   case OP_STUCK:
     atomic_store(&entered[idx], 1);
     op_rc[idx] = lanepool_async(pool, LANEPOOL_QOS_DEFAULT, stuck_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_ORPHAN:
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_async(pool, LANEPOOL_QOS_DEFAULT, orphan_fn, id_ctx(id));
     if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
     break;
   case OP_DESTROY:

@@ -1,0 +1,338 @@
+/*
+ * park.c - submitting work with the wake it needs, spinning, parking.
+ *
+ * Two kinds of work, two kinds of place (docs/architecture.md, "The scheduler"):
+ *  - lane-bound work goes into its lane's queue (lane.c). Whoever holds the lane's
+ *    exclusion runs it; when the lane is free, its own thread comes for it, or, when
+ *    that thread is away running something else, any thread of the band.
+ *  - band work goes into its band's queue (bandq.c), which every thread of the band
+ *    takes from.
+ * The wake-up pairs, all seq_cst (model/bandq.pml checks them):
+ *  1. lane push:  CAS(tail) ; load(excl), load(sleeping), load(away)
+ *     the holder giving the lane up:  store(excl = 0) ; load(tail)
+ *     the lane's thread parking:      store(sleeping = PARKED) ; load(tail)
+ *     the lane's thread going away:   store(away = 1) ; load(tail)
+ *     so either the pusher sees the lane held (its holder sees the work), its thread
+ *     parked (it wakes it), or away (it wakes the band), or that side sees the work.
+ *  2. band push:  CAS(tail) ; load(spinning), load(idle), load(rescue_idle)
+ *     a parking thread:     store(sleeping = PARKED) ; add(idle) ; load(band queue)
+ *     a spinner stopping:   sub(spinning) ; load(band queue)
+ *     the rescue thread:    store(rescue_idle = 1) ; load(band queue, orphans)
+ *     so either the pusher wakes a thread (or sees a spinner that will look once more)
+ *     or the thread sees the job.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* ---- waking -------------------------------------------------------------------- */
+
+/* A thread woken from inside a running task of another thread of its pool: which, that
+ * task, and where it ran (for yield_to_waker; park cleared the note). Nothing for a
+ * waker outside the pool or between its tasks, or with no CPU number to give. */
+static inline void note_waker(lanepool_lane_t *lane) {
+  lanepool_lane_t *cur = lanepool__current;
+  if (!cur || cur == lane || cur->pool != lane->pool) return;
+  uint64_t task = atomic_load_explicit(&cur->started_tasks, memory_order_relaxed);
+  if (atomic_load_explicit(&cur->executed, memory_order_relaxed) == task) return;
+  int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  atomic_store_explicit(&lane->woken_by_task, task, memory_order_relaxed);
+  atomic_store_explicit(&lane->woken_on_cpu, cpu, memory_order_relaxed);
+  atomic_store_explicit(&lane->woken_by, cur, memory_order_relaxed);
+}
+
+bool lanepool__wake_thread(lanepool_lane_t *lane, bool note) {
+  LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
+  /* seq_cst load: see the pairs above; the CAS makes exactly one waker pay for the
+   * syscall. */
+  uint32_t parked = LANE_PARKED;
+  if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
+      atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                              memory_order_seq_cst, memory_order_relaxed)) {
+    if (note) note_waker(lane);
+    LANEPOOL__TRACE(WAKE, lane, 0, NULL, NULL);
+    lanepool__futex_wake(&lane->sleeping, 1);
+    return true;
+  }
+  return false;
+}
+
+static __thread uint32_t wake_turn; /* where a band wake starts looking: spreads wakes */
+
+void lanepool__band_wake(lanepool_t *pool, uint32_t b) {
+  lanepool__band *band = &pool->bands[b];
+  if (atomic_load_explicit(&band->spinning, memory_order_seq_cst) == 0 &&
+      atomic_load_explicit(&band->idle, memory_order_seq_cst) != 0) {
+    uint32_t n = pool->lanes_per_band;
+    lanepool_lane_t **lanes = &pool->lanes[b * n];
+    uint32_t start = wake_turn++;
+    for (uint32_t k = 0; k < n; k++)
+      if (lanepool__wake_thread(lanes[(start + k) % n], true)) break;
+  }
+  /* The rescue thread, parked untimed, must tick while this work may get stuck. */
+  if (__builtin_expect(atomic_load_explicit(&band->rescue_idle, memory_order_seq_cst), 0))
+    (void)lanepool__wake_thread(lanepool__rescue_lane(pool, b), false);
+}
+
+void lanepool__lane_kick(lanepool_lane_t *lane) {
+  if (lanepool__wake_thread(lane, true)) return;
+  /* Awake and not away: its thread looks at its lane before it goes away or parks. */
+  if (atomic_load_explicit(&lane->away, memory_order_seq_cst))
+    lanepool__band_wake(lane->pool, lane->band);
+}
+
+/* ---- submitting ------------------------------------------------------------------- */
+
+static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, unsigned flags) {
+  LANEPOOL__TRACE(PUSH, lane, 0, fn, ctx);
+  int rc = lanepool__lane_enqueue(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
+  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
+    /* The pool drains: only its own threads may still add work (the drain's tail). */
+    rc = lanepool__is_own_lane(lane->pool) ? lanepool__lane_enqueue(lane, fn, ctx, arg, true)
+                                           : ESHUTDOWN;
+  if (rc) return rc;
+  /* Held: its holder looks at the queue when it gives the lane up (pair 1). */
+  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0) {
+    if (!lanepool__wake_thread(lane, !(flags & LANEPOOL__PUSH_WAITS)) &&
+        atomic_load_explicit(&lane->away, memory_order_seq_cst))
+      lanepool__band_wake(lane->pool, lane->band);
+  }
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
+  return 0;
+}
+
+/* A call under way from before the task is published to after its wake: destroy
+ * waits for it (calls.c), since the task may run and its owner destroy the pool
+ * before this thread is out. */
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  const void *outer = lanepool__call_enter(lane);
+  int rc = lane_push(lane, fn, ctx, arg, flags);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
+  lanepool__band *band = &pool->bands[b];
+  LANEPOOL__TRACE(PUSH, NULL, b, fn, ctx);
+  int rc = lanepool__bandq_push(band, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN, pool->hard_capacity);
+  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
+    rc = lanepool__is_own_lane(pool)
+             ? lanepool__bandq_push(band, fn, ctx, arg, true, pool->hard_capacity)
+             : ESHUTDOWN;
+  if (rc) return rc;
+  lanepool__band_wake(pool, b); /* pair 2 */
+  lanepool_lane_t *cur = lanepool__current;
+  if (cur && cur->pool == pool) cur->handed_off = true;
+  return 0;
+}
+
+/* ---- what a thread may take --------------------------------------------------------- */
+
+/* A lane whose queue waits for any thread of the band: work queued, free, and its own
+ * thread away running something else. */
+static inline bool orphaned(const lanepool_lane_t *s) {
+  return atomic_load_explicit(&((lanepool_lane_t *)s)->away, memory_order_seq_cst) &&
+         atomic_load_explicit(&((lanepool_lane_t *)s)->excl, memory_order_seq_cst) == 0 &&
+         lanepool__lane_has_work(s);
+}
+
+bool lanepool__work_for(lanepool_lane_t *lane) {
+  if (lanepool__ring_closed(&lane->ring)) return true; /* time to end */
+  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 &&
+      lanepool__lane_has_work(lane))
+    return true;
+  if (lane->spare) return false; /* the rescue thread takes band work only when stuck */
+  lanepool_t *pool = lane->pool;
+  if (lanepool__bandq_nonempty(&pool->bands[lane->band])) return true;
+  uint32_t n = pool->lanes_per_band;
+  lanepool_lane_t **lanes = &pool->lanes[lane->band * n];
+  for (uint32_t k = 1; k < n; k++)
+    if (orphaned(lanes[(lane->index + k) % n])) return true;
+  return false;
+}
+
+/* ---- spinning ------------------------------------------------------------------------ */
+
+bool lanepool__spin_for_work(lanepool_lane_t *lane) {
+  uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
+  bool handed_off = lane->handed_off; /* see below */
+  lane->handed_off = false;
+  if (budget == 0) return false;
+  /* Take a spinner slot, or park at once: spinning threads must leave cores to the
+   * producers (a soft cap: a relaxed counter). The low-latency interactive band has one
+   * slot of its own. Just handed work to another thread: its answer tends to come back
+   * within microseconds, so spin past the cap, on the adaptive budget. */
+  _Atomic uint32_t *spinners =
+      lane->low_latency ? &lane->pool->interactive_spinner : &lane->pool->spinners;
+  uint32_t slots = lane->low_latency ? 1 : lane->pool->max_spinners;
+  if (atomic_fetch_add_explicit(spinners, 1, memory_order_relaxed) >= slots && !handed_off) {
+    atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+    return false;
+  }
+  lanepool__band *band = &lane->pool->bands[lane->band];
+  atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
+  /* Offer this lane to the round-robin pickers while it spins (pool->warm: a hint): a
+   * picker that claims it sends its lane-bound work here instead of to a parked lane. */
+  _Atomic uint32_t *warm = &lane->pool->warm[lane->band].value;
+  const uint32_t me = lane->pool->lanes_per_band > 1 ? lane->index + 1 : 0;
+  if (me) atomic_store_explicit(warm, me, memory_order_relaxed);
+  bool found = false;
+  uint64_t last = lanepool__now_ns();
+  uint64_t deadline = last + budget;
+  while (!found) {
+    for (int i = 0; i < 64 && !found; i++) {
+      found = (lanepool__ring_nonempty(&lane->ring) &&
+               atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0) ||
+              lanepool__bandq_nonempty(band);
+      if (!found) cpu_relax();
+    }
+    if (found || lanepool__work_for(lane)) break;
+    uint64_t t = lanepool__now_ns();
+    /* Past the budget; or preempted: no CPU is idle, and work sent here would wait for
+     * this thread to be scheduled again. Either way, park. */
+    if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
+    last = t;
+    sched_yield(); /* cede the core to a runnable producer, if any */
+    if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
+      atomic_store_explicit(warm, me, memory_order_relaxed);
+  }
+  uint32_t offered = me;
+  if (me)
+    atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
+                                            memory_order_relaxed);
+  /* No longer a spinner, then one more look (pair 2): a push that saw this spinner
+   * woke no one. */
+  atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
+  atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
+  found = found || lanepool__work_for(lane);
+  /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
+  if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
+  return found;
+}
+
+/* After a park: if the thread was woken sooner than its maximum budget, spinning would
+ * have caught that work: grow the budget to what would have caught it with room to
+ * spare (twice the park), at least doubling it, at least 1 us, at most spin_ns. */
+static void adapt_after_park(lanepool_lane_t *lane, uint64_t parked_ns) {
+  if (lane->fixed_spin || lane->spin_ns == 0 || parked_ns >= lane->spin_ns) return;
+  uint64_t grown = lane->spin_now ? (uint64_t)lane->spin_now * 2 : 1000;
+  if (grown < 2 * parked_ns) grown = 2 * parked_ns;
+  lane->spin_now = grown < lane->spin_ns ? (uint32_t)grown : lane->spin_ns;
+}
+
+/* ---- parking -------------------------------------------------------------------------- */
+
+/* Woken by a thread's task that is still running, on the CPU that task ran on: the
+ * kernel found no idle CPU and put this thread beside its waker, whose task it would
+ * preempt (EEVDF's wake-up preemption). One sched_yield lets the waker go on first. Not
+ * for a thread on a CPU of its own, nor after its waker's task ended, nor for a waker
+ * that blocks until the pushed task ran (a queued sync: LANEPOOL__PUSH_WAITS). Returns
+ * 1 if it yielded (for the trace). */
+static unsigned yield_to_waker(lanepool_lane_t *lane) {
+  lanepool_lane_t *w = atomic_load_explicit(&lane->woken_by, memory_order_relaxed);
+  if (!w || atomic_load_explicit(&lane->woken_on_cpu, memory_order_relaxed) != sched_getcpu() ||
+      atomic_load_explicit(&w->executed, memory_order_relaxed) >=
+          atomic_load_explicit(&lane->woken_by_task, memory_order_relaxed))
+    return 0;
+  sched_yield();
+  atomic_fetch_add_explicit(&lane->yields, 1, memory_order_relaxed);
+  return 1;
+}
+
+/* PARKED, counted idle (not for the rescue thread), then one more look at what the
+ * thread may take (pairs 1 and 2). true if work came and the thread is AWAKE again. */
+static bool park_begin(lanepool_lane_t *lane, _Atomic uint32_t *idle) {
+  /* Before PARKED: a waker's note, after its CAS, comes later. */
+  atomic_store_explicit(&lane->woken_by, NULL, memory_order_relaxed);
+  atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
+  if (idle) atomic_fetch_add_explicit(idle, 1, memory_order_seq_cst);
+  LANEPOOL_INJECT(LANEPOOL__AT_PARK);
+  if (lanepool__work_for(lane)) {
+    uint32_t parked = LANE_PARKED;
+    /* Fails if a waker's CAS came first: awake either way. */
+    atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                            memory_order_seq_cst, memory_order_relaxed);
+    if (idle) atomic_fetch_sub_explicit(idle, 1, memory_order_seq_cst);
+    return true;
+  }
+  /* Idle: if the pool drains, its driver may be waiting for this moment. */
+  lanepool__drain_idle(lane->pool);
+  return false;
+}
+
+void lanepool__park(lanepool_lane_t *lane) {
+  _Atomic uint32_t *idle = &lane->pool->bands[lane->band].idle;
+  if (park_begin(lane, idle)) return;
+  LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
+  uint64_t t0 = lanepool__now_ns();
+  uint32_t v;
+  /* acquire: pairs with the waker's CAS to AWAKE. */
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE)
+    lanepool__futex_wait(&lane->sleeping, v);
+  atomic_fetch_sub_explicit(idle, 1, memory_order_seq_cst);
+  adapt_after_park(lane, lanepool__now_ns() - t0);
+  unsigned yielded = yield_to_waker(lane);
+  LANEPOOL__TRACE(UNPARK, lane, yielded, NULL, NULL);
+}
+
+/* The band's queue holds work, or a lane of the band waits for any thread (orphaned). */
+static bool band_has_waiting_work(lanepool_lane_t *rescue) {
+  lanepool_t *pool = rescue->pool;
+  if (lanepool__bandq_nonempty(&pool->bands[rescue->band])) return true;
+  uint32_t n = pool->lanes_per_band;
+  for (uint32_t i = 0; i < n; i++)
+    if (orphaned(pool->lanes[rescue->band * n + i])) return true;
+  return false;
+}
+
+/* The rescue thread parks with a timeout (LANEPOOL__RESCUE_NS) while its band has work
+ * waiting, or for one timeout after a wake; untimed otherwise, and then a push that
+ * announces work wakes it (rescue_idle, pair 2). Returns after a wake or a timeout. */
+void lanepool__park_rescue(lanepool_lane_t *lane) {
+  if (park_begin(lane, NULL)) return;
+  LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
+  _Atomic uint32_t *idle = &lane->pool->bands[lane->band].rescue_idle;
+  bool timed = lanepool__now_ns() < lane->rescue_calm_until || band_has_waiting_work(lane);
+  if (!timed) {
+    atomic_store_explicit(idle, 1, memory_order_seq_cst);
+    if (band_has_waiting_work(lane)) {
+      atomic_store_explicit(idle, 0, memory_order_relaxed);
+      timed = true;
+    }
+  }
+  uint32_t v;
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
+    if (!timed) {
+      lanepool__futex_wait(&lane->sleeping, v);
+    } else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__RESCUE_NS)) {
+      uint32_t parked = LANE_PARKED; /* time to look (fails if a waker's CAS came first) */
+      if (atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
+                                                  memory_order_seq_cst, memory_order_relaxed))
+        break;
+    }
+  }
+  if (!timed) {
+    atomic_store_explicit(idle, 0, memory_order_relaxed);
+    lane->rescue_calm_until = lanepool__now_ns() + LANEPOOL__RESCUE_NS;
+  }
+  LANEPOOL__TRACE(UNPARK, lane, 0, NULL, NULL);
+}

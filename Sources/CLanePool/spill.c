@@ -1,0 +1,93 @@
+/*
+ * spill.c - an overflow list: where a full ring's producers go (not with hard capacity).
+ * A lane's keeps its FIFO: once the list is non-empty every producer appends here
+ * until it is empty, and its taker runs ring claims made before the list's tasks first
+ * (lanepool__spill_take with the ring). A band's has no order to keep.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+int lanepool__spill_init(lanepool__spill *l) {
+  l->buf = NULL;
+  l->cap = l->head = 0;
+  l->intake = LANEPOOL__OPEN;
+  atomic_init(&l->count, 0);
+  atomic_init(&l->in, 0);
+  atomic_init(&l->overflowed, 0);
+  return pthread_mutex_init(&l->lock, NULL);
+}
+
+void lanepool__spill_destroy(lanepool__spill *l) {
+  pthread_mutex_destroy(&l->lock);
+  free(l->buf);
+}
+
+int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs,
+                           void *const *args, uint64_t n, bool own) {
+  pthread_mutex_lock(&l->lock);
+  int refused = l->intake == LANEPOOL__INTAKE_CLOSED             ? ESHUTDOWN
+                : l->intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
+                                                                 : 0;
+  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
+  if (!refused && len + n > l->cap) {
+    uint64_t ncap = l->cap ? l->cap : 256;
+    while (ncap < len + n) ncap *= 2;
+    lanepool__task *nb = malloc(ncap * sizeof *nb);
+    if (!nb) {
+      refused = ENOMEM;
+    } else {
+      for (uint64_t i = 0; i < len; i++) nb[i] = l->buf[(l->head + i) % l->cap];
+      free(l->buf);
+      l->buf = nb;
+      l->cap = ncap;
+      l->head = 0;
+    }
+  }
+  if (refused) {
+    pthread_mutex_unlock(&l->lock);
+    return refused;
+  }
+  for (uint64_t i = 0; i < n; i++)
+    l->buf[(l->head + len + i) % l->cap] = (lanepool__task){fn, ctxs[i], args ? args[i] : NULL};
+  LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
+  /* Written only under the lock: stores, not read-modify-writes. `in` before `count`
+   * (release: pairs with the drain scan's acquire); count seq_cst: ordered before the
+   * pusher's wake-up loads. */
+  atomic_store_explicit(&l->in, atomic_load_explicit(&l->in, memory_order_relaxed) + n,
+                        memory_order_release);
+  atomic_store_explicit(&l->overflowed,
+                        atomic_load_explicit(&l->overflowed, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+  atomic_store_explicit(&l->count, len + n, memory_order_seq_cst);
+  pthread_mutex_unlock(&l->lock);
+  return 0;
+}
+
+bool lanepool__spill_take(lanepool__spill *l, const lanepool__ring *ring, lanepool__task *out,
+                          bool *ring_first) {
+  if (ring_first) *ring_first = false;
+  if (atomic_load_explicit(&l->count, memory_order_acquire) == 0) return false;
+  pthread_mutex_lock(&l->lock);
+  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
+  /* Holding the lock, the taker sees every ring claim made before any listed task was
+   * appended: if the ring is not empty, those claims are older. */
+  if (len && ring && lanepool__ring_nonempty(ring)) {
+    *ring_first = true;
+    len = 0;
+  }
+  if (len) {
+    *out = l->buf[l->head];
+    l->head = (l->head + 1) % l->cap;
+    LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
+    atomic_store_explicit(&l->count, len - 1, memory_order_seq_cst);
+  }
+  pthread_mutex_unlock(&l->lock);
+  return len != 0;
+}
+
+void lanepool__spill_set_intake(lanepool__spill *l, int intake) {
+  pthread_mutex_lock(&l->lock);
+  if (intake > l->intake) l->intake = intake;
+  pthread_mutex_unlock(&l->lock);
+}

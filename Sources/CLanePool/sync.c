@@ -1,0 +1,194 @@
+/*
+ * sync.c - a lane's exclusion, and the sync calls.
+ *
+ * A lane's exclusion is not its thread. The lane's `excl` word says who may run its
+ * queue now: nobody (0), or one thread (its tid). The lane's own thread takes it to run
+ * the lane's tasks and gives it up before it runs anything else (worker.c); a thread of
+ * the band takes it to run the queue of a lane whose own thread is away (worker.c); a
+ * sync caller that finds the lane free with nothing queued takes it and runs its closure
+ * inline, on its own thread, as dispatch_sync does on an idle serial queue. A thread
+ * running band work holds no lane, so a sync from a task onto any lane, its "own"
+ * included, never waits for itself. Only a real cycle of exclusions is refused: a sync
+ * onto a lane the calling thread holds, directly or through the chain of syncs that
+ * waits for it (EDEADLK).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static __thread uint32_t my_tid;
+static __thread uint64_t my_tid_generation;
+
+/* This thread's id, nonzero (cached; a fork child asks again). */
+static inline uint32_t self_id(void) {
+  uint64_t g = atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed);
+  if (__builtin_expect(my_tid == 0 || my_tid_generation != g, 0)) {
+    my_tid = (uint32_t)syscall(SYS_gettid);
+    my_tid_generation = g;
+  }
+  return my_tid;
+}
+
+bool lanepool__excl_try(lanepool_lane_t *lane) {
+  uint32_t free_ = 0;
+  return atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_strong_explicit(&lane->excl, &free_, self_id(),
+                                                 memory_order_seq_cst, memory_order_relaxed);
+}
+
+void lanepool__excl_release(lanepool_lane_t *lane) {
+  LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* seq_cst (a release too: what the holder ran happens before the next holder's
+   * tasks), then the look at the queue of the wake-up pair with a producer. */
+  atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
+  if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane);
+}
+
+/* ---- sync chains: a sync back onto a lane the chain holds is EDEADLK ------------ */
+
+/* true if a sync onto `lane` from here would wait for itself. */
+static bool chain_holds(const lanepool_lane_t *lane) {
+  for (const lanepool__held *h = lanepool__held_now; h; h = h->up)
+    if (h->lane == lane) return true;
+  return false;
+}
+
+bool lanepool__chain_holds_pool(const lanepool_t *pool) {
+  for (const lanepool__held *h = lanepool__held_now; h; h = h->up)
+    if (h->lane && h->lane->pool == pool) return true;
+  return false;
+}
+
+/* ---- inline sync: running the closure under the lane's exclusion ----------------- */
+
+/* Ends an inline run: counted as finished (release: what the closure did, its submits
+ * included, happens before a drain scan that sees the count), the exclusion given up,
+ * and a draining pool's driver told. */
+static void finish_inline(lanepool_lane_t *lane) {
+  lanepool_t *pool = lane->pool;
+  lanepool__excl_release(lane);
+  atomic_fetch_add_explicit(&lane->lent_out, 1, memory_order_release);
+  lanepool__drain_idle(pool);
+  /* release, and the last access: once given up the lane may exit and be joined;
+   * lanepool__lane_join waits for this before anything can be freed. */
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+  atomic_fetch_sub_explicit(&lane->borrowers, 1, memory_order_release);
+}
+
+/* true if the caller now holds the lane to run a closure inline: the lane was free,
+ * nothing is queued, the pool is open. */
+static bool take_for_inline(lanepool_lane_t *lane) {
+  if (!lanepool__excl_try(lane)) return false;
+  /* Held, the lane's thread cannot exit before this is counted (it ends only with its
+   * lane free and empty). */
+  atomic_fetch_add_explicit(&lane->borrowers, 1, memory_order_relaxed);
+  LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* Counted as accepted before the state check (both seq_cst): a drain whose state
+   * change this check does not see has not scanned yet, and its scan counts this run,
+   * so the drain waits for it (and for what its closure submits) like for a task. */
+  atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
+  LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+  if (!lanepool__lane_has_work(lane) && !lanepool__ring_closed(&lane->ring) &&
+      lanepool__life_open(lane->pool))
+    return true;
+  finish_inline(lane); /* queued work runs first (FIFO), or the pool is stopping */
+  return false;
+}
+
+typedef struct lanepool__inline_frame {
+  lanepool_lane_t *lane, *saved_lane;
+  lanepool_t *saved_pool;
+  lanepool__held held; /* this lane over the caller's chain, while the closure runs */
+  const lanepool__held *saved_held;
+} lanepool__inline_frame;
+
+/* A closure that ends the caller's thread (pthread_exit, cancellation) still gives the
+ * lane up, or the lane would stay held forever. */
+static void inline_unwound(void *arg) {
+  lanepool__inline_frame *f = arg;
+  lanepool__current = f->saved_lane;
+  lanepool__pool_thread = f->saved_pool;
+  lanepool__held_now = f->saved_held;
+  finish_inline(f->lane);
+}
+
+static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  lanepool__inline_frame f = {lane, lanepool__current, lanepool__pool_thread,
+                              {lane, lanepool__held_now}, lanepool__held_now};
+  lanepool__held_now = &f.held;
+  /* Inside, the caller is the lane: lanepool_current_lane() answers it, a sync onto it
+   * is EDEADLK, and shutting its pool down from here is EDEADLK (it would wait for
+   * this very closure). */
+  lanepool__current = lane;
+  lanepool__pool_thread = lane->pool;
+  pthread_cleanup_push(inline_unwound, &f);
+  fn(ctx);
+  pthread_cleanup_pop(0);
+  lanepool__current = f.saved_lane;
+  lanepool__pool_thread = f.saved_pool;
+  lanepool__held_now = f.saved_held;
+  finish_inline(lane);
+}
+
+int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  return lanepool_lane_sync_flags(lane, fn, ctx, 0);
+}
+
+static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
+
+/* Registered calls (calls.c), so that destroy waits for them: the inline take, and a
+ * queued sync from its first touch of the lane to its last. An inline run is no call:
+ * the lane, held, cannot exit, and the join waits for its give-back (borrowers); and
+ * its closure may unwind, which would leave a call record set. */
+int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
+  if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
+    return EINVAL;
+  /* A lane this thread holds, directly or through the chain of syncs that waits for
+   * it: it would wait for itself. */
+  if (chain_holds(lane)) return EDEADLK;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
+   * the closure on this lane's thread instead, so that shutting that other pool down
+   * from inside the closure is still EDEADLK. */
+  bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign) {
+    const void *outer = lanepool__call_enter(lane);
+    bool held = take_for_inline(lane);
+    lanepool__call_leave(outer);
+    if (held) {
+      run_inline(lane, fn, ctx);
+      return 0;
+    }
+  }
+  const void *outer = lanepool__call_enter(lane);
+  int rc = sync_queued(lane, fn, ctx, flags);
+  lanepool__call_leave(outer);
+  return rc;
+}
+
+static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
+  lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__held_now, .lane = lane};
+  atomic_init(&s.state, 0);
+  atomic_init(&s.boost, 0);
+  /* Escalation: a waiter of a higher band boosts the lane before its task is queued
+   * (so the lane cannot run it unboosted) until the task has run (band.c). */
+  bool boosting = !(flags & LANEPOOL_SYNC_NO_ESCALATION) &&
+                  lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost);
+  if (boosting) lanepool__boost_update(lane);
+  int rc = lanepool__lane_push(lane, lanepool__sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
+  if (rc) {
+    LANEPOOL__TEST_POINT("sync_refused", lane, rc);
+    if (boosting) lanepool__boost_leave(lane, &s.boost);
+    return rc;
+  }
+  uint32_t st;
+  while ((st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
+    lanepool__futex_wait(&s.state, 0);
+  if (boosting) lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
+  return st == 1 ? 0 : ECANCELED;
+}

@@ -1,0 +1,394 @@
+/*
+ * worker.c - a lane's thread: what it runs, in which order, and its life (start,
+ * replacement after a task ended it, join). Each band also has a rescue thread (its
+ * "rescue lane", lanepool_rescue_lane): see "The rescue thread" below.
+ *
+ * The loop (lane_loop) takes work from a short list of sources, in this order:
+ *  1. its own lane's queue, if the lane is free: it takes the lane's exclusion and runs
+ *     the lane's tasks in order (run_lane), until the queue is empty; every
+ *     LANEPOOL__FAIR_EVERY tasks it looks at the band queue and, if band work waits,
+ *     gives the lane up and runs one band job first (fairness; the lane, with work
+ *     queued and its thread away, is announced to the band meanwhile).
+ *  2. its band's queue (bandq.c): one band job, holding no lane.
+ *  3. a sibling lane whose thread is away (running a band job, maybe blocked in it)
+ *     with work queued and free: it takes that lane's exclusion and runs its queue, in
+ *     order, for up to LANEPOOL__FAIR_EVERY tasks.
+ *  4. nothing: spin (park.c), then park.
+ * Before it runs anything but its own lane's queue the thread says it is away (a
+ * seq_cst store) and looks at its own queue once more: a producer that then finds the
+ * lane free with work queued wakes the band instead of waiting for this thread.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The lane whose queue this thread runs now (its exclusion held), or NULL while it runs
+ * a band job: what thread_lost counts and gives back if a task ends the thread. */
+static __thread lanepool_lane_t *running_lane;
+
+static void forked_child_returned(lanepool_lane_t *lane) {
+  static const char msg[] =
+      "lanepool: a process forked inside a task returned to its lane loop; the child exits "
+      "(status 0)\n";
+  (void)lane;
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  _exit(0);
+}
+
+/* Runs one task and counts it: this thread's started/executed (the stall detector, info)
+ * and, for the drain, the lane's bound_done (lane-bound) or its own band_done. */
+static inline void run_counted(lanepool_lane_t *me, lanepool_lane_t *lane,
+                               const lanepool__task *task, unsigned source) {
+  uint64_t executed = atomic_load_explicit(&me->executed, memory_order_relaxed);
+  /* started != executed while a task runs: what the stall detector watches. */
+  atomic_store_explicit(&me->started_tasks, executed + 1, memory_order_relaxed);
+  LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
+  lanepool__run_task(task);
+  LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
+  if (lanepool__forked(me->generation)) forked_child_returned(me);
+  /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+  if (lane)
+    atomic_store_explicit(&lane->bound_done,
+                          atomic_load_explicit(&lane->bound_done, memory_order_relaxed) + 1,
+                          memory_order_release);
+  else
+    atomic_store_explicit(&me->band_done,
+                          atomic_load_explicit(&me->band_done, memory_order_relaxed) + 1,
+                          memory_order_release);
+  atomic_store_explicit(&me->executed, executed + 1, memory_order_release);
+}
+
+/* Before running anything but its own lane's queue: away (seq_cst), then one look at
+ * its own queue (the pair with a producer, park.c). true if its lane has work and is
+ * free: the caller runs that first instead. */
+static bool go_away(lanepool_lane_t *me) {
+  if (!atomic_load_explicit(&me->away, memory_order_relaxed))
+    atomic_store_explicit(&me->away, 1, memory_order_seq_cst);
+  return atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 &&
+         lanepool__lane_has_work(me);
+}
+
+static void come_back(lanepool_lane_t *me) {
+  if (atomic_load_explicit(&me->away, memory_order_relaxed))
+    atomic_store_explicit(&me->away, 0, memory_order_seq_cst);
+}
+
+/* Runs the queue of `lane`, whose exclusion this thread holds, in order; gives the lane
+ * up when the queue is empty, or after `most` tasks when `fair` band work waits (its
+ * queue is then announced: lanepool__excl_release). Returns the tasks run. */
+static uint32_t run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
+                         unsigned source) {
+  lanepool__held held = {lane, NULL};
+  lanepool__held_now = &held;
+  lanepool__current = lane;
+  running_lane = lane;
+  lanepool__band *band = &me->pool->bands[me->band];
+  uint32_t ran = 0;
+  for (;;) {
+    if (lanepool__life_cancelling(me->pool)) break;
+    if (ran && ran % LANEPOOL__FAIR_EVERY == 0 &&
+        (ran >= most || (!me->spare && lanepool__bandq_nonempty(band))))
+      break;
+    lanepool__task task;
+    bool pending;
+    if (lanepool__lane_pop(lane, &task, &pending)) {
+      run_counted(me, lane, &task, source);
+      ran++;
+      continue;
+    }
+    if (!pending) break;
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield(); /* a producer claimed a cell and is about to publish it */
+  }
+  running_lane = NULL;
+  lanepool__current = me;
+  lanepool__held_now = NULL;
+  lanepool__excl_release(lane);
+  return ran;
+}
+
+/* Step 3: a sibling's queue that waits for any thread of the band. */
+static bool adopt_sibling(lanepool_lane_t *me) {
+  uint32_t n = me->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &me->pool->lanes[me->band * n];
+  for (uint32_t k = 1; k < n; k++) {
+    lanepool_lane_t *s = lanes[(me->index + k) % n];
+    if (!atomic_load_explicit(&s->away, memory_order_relaxed) ||
+        atomic_load_explicit(&s->excl, memory_order_relaxed) != 0 || !lanepool__lane_has_work(s))
+      continue;
+    if (go_away(me)) return true; /* its own lane first */
+    if (!lanepool__excl_try(s)) continue;
+    /* (A thread of the pool: the lane is freed only after every thread was joined.) */
+    uint32_t ran = run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_ADOPTED);
+    atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+/* Step 2 (and the rescue thread's band step): one band job, holding no lane. */
+static bool run_band_job(lanepool_lane_t *me, unsigned source) {
+  lanepool__band *band = &me->pool->bands[me->band];
+  if (!lanepool__bandq_nonempty(band)) return false;
+  if (go_away(me)) return true; /* its own lane first */
+  lanepool__task task;
+  if (!lanepool__bandq_take(band, &task)) return false;
+  /* More waiting: wake another thread if none spins (Go's wakep), so that band work
+   * spreads over the band's threads and never waits behind this job alone. */
+  if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
+  run_counted(me, NULL, &task, source);
+  return true;
+}
+
+/* ---- the rescue thread ---------------------------------------------------------------
+ *
+ * A band's threads can all block: band jobs that wait for band work queued behind them,
+ * a lane's task that waits for a job while the other lanes' threads wait too. Nothing
+ * is stranded (the band queue and every free lane's queue are open to all the band's
+ * threads), but no thread is free to take it. Swift's executor on Linux starts another
+ * thread in that case (libdispatch's monitor); LanePool keeps one more thread per band
+ * for it, its rescue thread, Go's sysmon in miniature. It runs at its band's policy
+ * and takes no band work while the band makes progress. While its band has work waiting
+ * (band jobs queued, or a lane whose thread is away with work queued), it parks with a
+ * timeout of LANEPOOL__RESCUE_NS; when no thread of the band has finished a task over a
+ * whole timeout, it runs that work itself, job after job and lane after lane, until the
+ * band moves again or nothing waits. Idle, it parks untimed, and the first push that
+ * announces work wakes it (park.c). It is also a lane (its own queue, lane-bound work
+ * only, which no pick reaches). */
+
+/* Tasks the band's lane threads have finished: the rescue thread's measure of progress. */
+static uint64_t band_progress(const lanepool_lane_t *rescue) {
+  uint32_t n = rescue->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &rescue->pool->lanes[rescue->band * n];
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < n; i++)
+    sum += atomic_load_explicit(&lanes[i]->executed, memory_order_relaxed);
+  return sum;
+}
+
+/* After a park: if the band is stuck (no progress for LANEPOOL__RESCUE_NS with work
+ * waiting), run one piece of that work. true if it ran something. */
+static bool rescue_look(lanepool_lane_t *me) {
+  uint64_t now = lanepool__now_ns(), p = band_progress(me);
+  uint64_t *seen = me->rescue_seen; /* [0]: progress, [1]: since when */
+  if (p != seen[0]) {
+    seen[0] = p;
+    seen[1] = now;
+    return false;
+  }
+  if (now - seen[1] < LANEPOOL__RESCUE_NS) return false;
+  if (run_band_job(me, LANEPOOL__FROM_RESCUE)) return true;
+  uint32_t n = me->pool->lanes_per_band;
+  lanepool_lane_t **lanes = &me->pool->lanes[me->band * n];
+  for (uint32_t i = 0; i < n; i++) {
+    lanepool_lane_t *s = lanes[i];
+    if (!atomic_load_explicit(&s->away, memory_order_seq_cst) || !lanepool__lane_has_work(s) ||
+        !lanepool__excl_try(s))
+      continue;
+    uint32_t ran = run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_RESCUE);
+    atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static void lane_loop(lanepool_lane_t *me) {
+  lanepool_t *pool = me->pool;
+  lanepool__band *band = &pool->bands[me->band];
+  uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
+  bool fair_turn = false; /* its lane gave way to one band job */
+  for (;;) {
+    /* acquire: pairs with the CAS that made the pool CANCELLING. Whoever saw CANCELLING
+     * before this load cannot see this thread start another task. */
+    LANEPOOL_INJECT(LANEPOOL__AT_STATE);
+    if (lanepool__life_cancelling(pool)) {
+      lanepool__lane_cancel_syncs(me);
+      break;
+    }
+    bool got = false;
+    if (!busy_since) {
+      busy_since = lanepool__now_ns();
+      busy_from = atomic_load_explicit(&me->executed, memory_order_relaxed);
+    }
+    if (fair_turn) {
+      fair_turn = false;
+      got = !me->spare && run_band_job(me, LANEPOOL__FROM_BAND);
+    }
+    if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
+      come_back(me);
+      uint32_t ran = run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN);
+      fair_turn = ran && ran % LANEPOOL__FAIR_EVERY == 0;
+      got = true;
+    }
+    if (!got && !me->spare)
+      got = run_band_job(me, LANEPOOL__FROM_BAND) || (pool->lanes_per_band > 1 && adopt_sibling(me));
+    if (got) continue;
+    /* Nothing to take. */
+    if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
+      atomic_fetch_add_explicit(&me->busy_ns, lanepool__now_ns() - busy_since,
+                                memory_order_relaxed);
+    busy_since = 0;
+    come_back(me);
+    if (lanepool__ring_closed(&me->ring)) {
+      /* CLOSED was set after the band queue's and the overflow list's intake closed, so
+       * nothing can arrive any more; one last look for what arrived before. */
+      if (lanepool__lane_has_work(me) || (!me->spare && lanepool__bandq_nonempty(band))) {
+        sched_yield(); /* held by a sync caller, or a claim not yet published */
+        continue;
+      }
+      break;
+    }
+    if (me->spare) {
+      lanepool__park_rescue(me);
+      if (rescue_look(me)) continue;
+      continue;
+    }
+    if (lanepool__spin_for_work(me)) continue;
+    lanepool__park(me);
+  }
+}
+
+static void *lane_resume(void *arg);
+
+/* A task ended the lane's thread (pthread_exit, or pthread_cancel at a cancellation
+ * point): the unwinding runs this. The task counts as finished (it ran, once); a
+ * successor thread takes the lane over and runs the rest of its queue, so nothing
+ * accepted is lost and shutdown can still join the lane. */
+static void thread_lost(void *arg) {
+  lanepool_lane_t *lane = arg;
+  /* The task that ended the thread ran, once: counted as run_counted would have, and
+   * the lane whose queue it came from given up (its next task waits for a thread). */
+  lanepool_lane_t *held = running_lane;
+  running_lane = NULL;
+  lanepool__held_now = NULL;
+  _Atomic uint64_t *done = held ? &held->bound_done : &lane->band_done;
+  atomic_store_explicit(done, atomic_load_explicit(done, memory_order_relaxed) + 1,
+                        memory_order_release);
+  atomic_store_explicit(&lane->executed,
+                        atomic_load_explicit(&lane->started_tasks, memory_order_relaxed),
+                        memory_order_release);
+  atomic_store_explicit(&lane->away, 0, memory_order_seq_cst);
+  if (held && !lanepool__forked(lane->generation)) lanepool__excl_release(held);
+  lanepool__current = NULL;
+  lanepool__pool_thread = NULL;
+  if (lanepool__forked(lane->generation)) return; /* a forked child's copy: let it end */
+  lanepool__lane_thread_leaving(lane);
+  pthread_mutex_lock(&lane->thread_lock);
+  pthread_t next;
+  int rc = lanepool__thread_start(&next, lane->stack_size, lane_resume, lane);
+  if (rc) {
+    char msg[200];
+    int n = snprintf(msg, sizeof msg,
+                     "lanepool: a task ended the thread of lane %s and no successor thread "
+                     "could be started (%s); stopping, since its queued tasks could never run\n",
+                     lane->name, strerror(rc));
+    ssize_t ignored = write(2, msg, n > 0 ? (size_t)n : 0);
+    (void)ignored;
+    abort();
+  }
+  /* This thread is the lane's current one, of generation thread_gen: a successor may
+   * already run tasks, but its own thread_lost takes thread_lock, so it reads thread_gen
+   * only after this update. */
+  uint64_t mine = lane->thread_gen;
+  lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
+  lane->thread_gen = mine + 1;
+  /* Nobody will join this thread unless the joiner already took it (it read `thread`
+   * before this update): otherwise it detaches itself, so its stack and descriptor are
+   * freed when it ends instead of kept until the process exits. Its last touch of the
+   * lane is the unlock below. */
+  if (lane->join_claim != mine + 1) pthread_detach(pthread_self());
+  pthread_mutex_unlock(&lane->thread_lock);
+}
+
+static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
+  lanepool__current = lane;
+  lanepool__pool_thread = lane->pool;
+  pthread_setname_np(pthread_self(), lane->name);
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  /* Placement and OS policy are applied here, by the lane itself, before it runs any
+   * task: nice, I/O priority and timer slack are per thread and only some of them can
+   * be set from outside. */
+  applied->placement_error = lanepool__apply_placement(lane);
+  lanepool__apply_policy(applied, tid, &lane->policy);
+  atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
+  atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
+  lanepool__boost_thread_started(lane); /* waiters may hold a boost for this lane */
+}
+
+static void lane_run(lanepool_lane_t *lane) {
+  pthread_cleanup_push(thread_lost, lane);
+  lane_loop(lane);
+  pthread_cleanup_pop(0);
+  lanepool__lane_thread_leaving(lane);
+  atomic_store_explicit(&lane->running, 0, memory_order_relaxed);
+  lanepool__current = NULL;
+  lanepool__pool_thread = NULL;
+  LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
+}
+
+static void *lane_main(void *arg) {
+  lanepool_lane_t *lane = arg;
+  lane_enter(lane, &lane->applied);
+  atomic_fetch_add_explicit(&lane->pool->started, 1, memory_order_release);
+  lanepool__futex_wake((_Atomic uint32_t *)&lane->pool->started, 1);
+  lane_run(lane);
+  return NULL;
+}
+
+static void *lane_resume(void *arg) {
+  lanepool_lane_t *lane = arg;
+  lanepool__applied applied; /* the first thread's record stays what info reports */
+  lane_enter(lane, &applied);
+  lane_run(lane);
+  return NULL;
+}
+
+int lanepool__lane_start(lanepool_lane_t *lane) {
+  pthread_mutex_lock(&lane->thread_lock);
+  int rc = lanepool__thread_start(&lane->thread, lane->stack_size, lane_main, lane);
+  pthread_mutex_unlock(&lane->thread_lock);
+  return rc;
+}
+
+/* Joins the lane's thread and every successor it had (a thread a task ended before this
+ * join read it has detached itself: see thread_lost). */
+void lanepool__lane_join(lanepool_lane_t *lane) {
+  for (;;) {
+    pthread_mutex_lock(&lane->thread_lock);
+    pthread_t t = lane->thread;
+    uint64_t gen = lane->thread_gen;
+    lane->join_claim = gen + 1; /* t, if a task ends it, leaves itself to this join */
+    pthread_mutex_unlock(&lane->thread_lock);
+    LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
+    LANEPOOL_INJECT(LANEPOOL__AT_BLOCK);
+    pthread_join(t, NULL);
+    LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
+    pthread_mutex_lock(&lane->thread_lock);
+    lane->join_claim = 0;
+    /* By generation: a successor started since may have t's pthread_t (glibc reuses
+     * the descriptor of a joined thread), and must still be joined. */
+    bool same = lane->thread_gen == gen;
+    pthread_mutex_unlock(&lane->thread_lock);
+    if (same) break;
+  }
+  /* A sync caller that gave the lane back may still be on its way out of the library
+   * (its give-back woke the lane, which then exited): wait for its last access. */
+  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) {
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield();
+  }
+}
+
