@@ -540,10 +540,17 @@ LANEPOOL_API int lanepool_band_depth(lanepool_t *pool, lanepool_qos_t qos, uint6
 LANEPOOL_API int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uint64_t key,
                                        lanepool_lane_t **out);
 
-/** The lane the calling thread is running a task on (a rescue lane too: band work may
- *  run there, lanepool_rescue_lane). 0, EINVAL (NULL out) or ESRCH (the caller is not a
- *  lane thread). */
+/** The lane whose task the calling thread runs: the lane whose queue it runs now (its
+ *  own, another whose thread is away, or the lane of an inline sync closure), or, while
+ *  it runs band work, the lane of its thread (a rescue lane too, lanepool_rescue_lane),
+ *  which it does not hold then: use lanepool_lane_held_here() to ask that. 0, EINVAL
+ *  (NULL out) or ESRCH (the caller is not a lane thread, nor in an inline closure). */
 LANEPOOL_API int lanepool_current_lane(lanepool_lane_t **out);
+
+/** *held = 1 if the calling thread runs `lane`'s queue now, holding its exclusion (a task
+ *  of the lane, or a sync closure run inline or queued there), else 0: what an actor on
+ *  the lane may take as its isolation. 0 or EINVAL. */
+LANEPOOL_API int lanepool_lane_held_here(const lanepool_lane_t *lane, int *held);
 
 /* ---- Submitting ------------------------------------------------------------- */
 

@@ -64,6 +64,12 @@ bool lanepool__chain_holds_pool(const lanepool_t *pool) {
   return false;
 }
 
+int lanepool_lane_held_here(const lanepool_lane_t *lane, int *held) {
+  if (!lane || !held) return EINVAL;
+  *held = lanepool__held_now && lanepool__held_now->lane == lane;
+  return 0;
+}
+
 /* ---- inline sync: running the closure under the lane's exclusion ----------------- */
 
 /* Ends an inline run: counted as finished (release: what the closure did, its submits

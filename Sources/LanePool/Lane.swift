@@ -143,20 +143,25 @@ extension LanePool {
             )
           }
           misuse(
-            "Lane.sync onto lane \(name) from nested syncs that hold it (a.sync { b.sync { a.sync {} } }), or from a task already running on it: it would wait for itself forever. Use async, or sync onto another lane."
+            "Lane.sync onto lane \(name) from nested syncs that hold it (a.sync { b.sync { a.sync {} } }), or from a task of that lane (an actor job on it): it would wait for itself forever. Use async, or sync onto another lane."
           )
         }
         throw LanePoolError(errno: rc)
       }
     }
 
-    /// True when the caller is a task running on this lane.
+    /// True when the caller runs this lane's queue now, holding the lane: a task of the
+    /// lane (an actor job on it), or a ``sync(onLaneThread:_:)`` closure. False for band
+    /// work (``LanePool/async(qos:_:)``, a task's jobs), which holds no lane, even on
+    /// the thread of this lane.
     public var isCurrent: Bool {
-      var current: OpaquePointer?
-      return lanepool_current_lane(&current) == 0 && current == raw
+      var held: Int32 = 0
+      return lanepool_lane_held_here(raw, &held) == 0 && held != 0
     }
 
-    /// The lane the calling task runs on, or nil when the caller is not a lane thread.
+    /// The lane whose thread runs the caller (during band work, the lane of that thread,
+    /// which the caller does not hold: see ``isCurrent``), or nil when the caller is not
+    /// a lane thread.
     public static var current: Lane? { currentUnmanaged?.takeUnretainedValue() }
 
     /// ``current`` without a retain, for the job trampolines: the C lane holds a +1 on

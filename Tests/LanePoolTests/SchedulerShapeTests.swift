@@ -100,4 +100,25 @@ struct SchedulerShapeTests {
       }
     }
   }
+
+  @Test("band work holds no lane: Lane.current names its thread's lane, isCurrent is false; a lane's task holds it")
+  func bandWorkHoldsNoLane() throws {
+    let pool = try LanePool(name: uniqueName("hold"), lanesPerBand: 2)
+    let done = DispatchSemaphore(value: 0)
+    let seen = Mutex<(Bool, Bool, Bool)>((false, true, false))
+    try pool.async(qos: .utility) {
+      let lane = Lane.current
+      seen.withLock { $0.0 = lane != nil; $0.1 = lane?.isCurrent ?? true }
+      done.signal()
+    }
+    #expect(done.wait(timeout: .now() + 30) == .success)
+    let lane = pool.lanes(for: .utility)[1]
+    try lane.async {
+      seen.withLock { $0.2 = lane.isCurrent && Lane.current === lane }
+      done.signal()
+    }
+    #expect(done.wait(timeout: .now() + 30) == .success)
+    #expect(seen.withLock { $0 } == (true, false, true))
+    try pool.shutdown(discardingQueued: false)
+  }
 }
