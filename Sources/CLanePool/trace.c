@@ -11,9 +11,10 @@
  *   <CLOCK_REALTIME ns> <event> <lane> <calling lane> <source> <ctx> <id> <cpu>
  *
  * lanes as `band.index` (index `r`: the band's rescue lane), `-` for a thread that is
- * no lane; source, for `run`: own (its ring or overflow), older (take_older), stuck
- * (steal_stuck), rescue (rescue_take); for `unpark`, yield if it yielded to its waker
- * (lane.c, yield_to_waker); id, for `push`: what the optional hook
+ * no lane (and for a push of band work, whose band is its source, `b0` to `b4`); source,
+ * for `run`: own (its lane's queue), band (a job of its band's queue), adopted (the queue
+ * of a lane whose thread was away), rescue (the rescue thread's); for `unpark`, yield if
+ * it yielded to its waker (park.c, yield_to_waker); id, for `push`: what the optional hook
  * lanepool_trace_job_id(fn, ctx) returned (0 without one; a Swift shim can return the
  * job's task id). scripts/trace-view reads the file. The wall clock, not the TSC, so
  * that lines can be matched with a program's own timestamped output.
@@ -48,7 +49,8 @@ static pid_t trace_pid; /* a forked child that exits does not write the parent's
 __attribute__((weak)) uint64_t lanepool_trace_job_id(void *fn, void *ctx);
 
 static const char *const kind_names[] = {"push", "run", "end", "park", "unpark", "wake"};
-static const char *const source_names[] = {"own", "older", "stuck", "rescue"};
+static const char *const source_names[] = {"own", "band", "adopted", "rescue"};
+static const char *const band_names[] = {"b0", "b1", "b2", "b3", "b4"};
 
 static void lane_name(char *buf, size_t size, int16_t id) {
   if (id < 0)
@@ -84,9 +86,10 @@ static void trace_dump(void) {
     lane_name(from, sizeof from, e->from);
     fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)ns, kind_names[e->kind], lane,
             from,
-            e->kind == LANEPOOL__TRACE_RUN      ? source_names[e->source]
+            e->kind == LANEPOOL__TRACE_RUN      ? source_names[e->source & 3]
             : e->kind == LANEPOOL__TRACE_UNPARK ? (e->source ? "yield" : "-")
-                                                : "-",
+            : e->kind == LANEPOOL__TRACE_PUSH && e->lane < 0 ? band_names[e->source % 5]
+                                                             : "-",
             (unsigned long long)e->ctx, (unsigned long long)e->id, e->cpu);
   }
   fclose(f);
