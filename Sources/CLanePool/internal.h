@@ -147,6 +147,12 @@ struct lanepool_lane {
   /* [excl holder, atomic: release store after each lane-bound task; acquire by the
    * drain scan] lane-bound tasks finished, whoever ran them */
   _Atomic uint64_t bound_done;
+  /* Threads of the band waiting for a sync queued here that may run the lane's queue
+   * themselves once it is free (sync.c, sync_queued), and the futex word they wait on:
+   * bumped when the lane is given up with work queued and when a sync here ends.
+   * [atomic: seq_cst] */
+  _Atomic uint32_t helpers;
+  _Atomic uint32_t help_seq;
 
   /* ---- the lane's thread (worker.c): what it runs, whichever queue it came from ---- */
   alignas(LANEPOOL__CACHE_LINE) uint32_t spin_now; /* [cons] the adaptive spin budget */
@@ -424,6 +430,9 @@ void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source
 
 /* Thread-local identity, for the own-thread checks. */
 extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs */
+/* The lane of the pool thread calling (its own: whose started/executed, spin state and
+ * sleeping word are this thread's), NULL for any other thread. */
+extern __thread lanepool_lane_t *lanepool__thread_lane;
 extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */
 extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs here */
 /* band.c: the band this thread counts as for escalation, as index + 1 (0: none known) */
@@ -556,8 +565,23 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 /* sync.c: a lane's exclusion, and the sync calls */
 /* Takes the lane's exclusion if it is free (seq_cst CAS). */
 bool lanepool__excl_try(lanepool_lane_t *lane);
-/* Gives it up; if work is queued then, makes sure a thread comes for it. */
+/* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
+ * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);
+/* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
+ * thread a task ends counts and gives back (worker.c, thread_lost). */
+extern __thread lanepool_lane_t *lanepool__running_lane;
+/* This thread runs a band job now (a lane task may run nested in it: sync.c). */
+extern __thread bool lanepool__band_job_running;
+/* Runs one task on the thread of lane `me` and counts it: the thread's started and
+ * executed, and `lane`'s bound_done (a lane-bound task) or `me`'s band_done (lane NULL). */
+void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
+                           unsigned source);
+/* Runs `lane`'s queue, whose exclusion the caller holds, in order, then gives the lane
+ * up: until it is empty, *stop is set (stop non-NULL), or, every LANEPOOL__FAIR_EVERY
+ * tasks, band work waits or `most` ran. The number of tasks run. */
+uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
+                            unsigned source, _Atomic uint32_t *stop);
 
 /* park.c: parking, waking, and submitting work with the wake it needs */
 /* true if this call woke the thread of `lane` (it was PARKED). */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 __thread lanepool_lane_t *lanepool__current;
+__thread lanepool_lane_t *lanepool__thread_lane;
 __thread lanepool_t *lanepool__pool_thread;
 __thread lanepool_t *lanepool__in_callback;
 __thread const lanepool__held *lanepool__held_now;
@@ -104,6 +105,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->generation = pool->generation;
   atomic_init(&lane->excl, 0);
   atomic_init(&lane->bound_done, 0);
+  atomic_init(&lane->helpers, 0);
+  atomic_init(&lane->help_seq, 0);
   atomic_init(&lane->started_tasks, 0);
   atomic_init(&lane->stalled_since, 0);
   atomic_init(&lane->stalls, 0);
@@ -256,15 +259,26 @@ void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
 
 /* ---- queued syncs ------------------------------------------------------------------ */
 
+/* The waiter of a queued sync told: state 1 (ran) or 2 (discarded). seq_cst: the pair
+ * with a helping waiter (sync.c), which counts itself in `helpers` and then reads the
+ * state; the waiter may return (and its frame be reused) as soon as it sees it, so the
+ * lane is read first. A stray wake is harmless: every futex waiter loops. */
+static void sync_answer(lanepool__sync *s, uint32_t state) {
+  lanepool_lane_t *lane = s->lane;
+  atomic_store_explicit(&s->state, state, memory_order_seq_cst);
+  lanepool__futex_wake(&s->state, 1);
+  if (atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) {
+    atomic_fetch_add_explicit(&lane->help_seq, 1, memory_order_seq_cst);
+    lanepool__futex_wake(&lane->help_seq, INT32_MAX);
+  }
+}
+
 static void sync_ran(void *arg) {
   lanepool__sync *s = arg;
   lanepool__held_now = s->above; /* the running thread's own chain again */
   if (atomic_load_explicit(&s->boost, memory_order_relaxed))
     lanepool__boost_leave(s->lane, &s->boost);
-  atomic_store_explicit(&s->state, 1, memory_order_release);
-  /* The waiter may return (and its frame be reused) as soon as it sees state 1; a
-   * stray wake on that address is harmless because every futex waiter loops. */
-  lanepool__futex_wake(&s->state, 1);
+  sync_answer(s, 1);
 }
 
 /* The closure holds this lane and its caller's chain. A function that ends the thread
@@ -284,8 +298,7 @@ void lanepool__sync_discard(void *arg) {
   lanepool__sync *s = arg;
   if (atomic_load_explicit(&s->boost, memory_order_relaxed))
     lanepool__boost_leave(s->lane, &s->boost);
-  atomic_store_explicit(&s->state, 2, memory_order_release);
-  lanepool__futex_wake(&s->state, 1);
+  sync_answer(s, 2);
 }
 
 static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {

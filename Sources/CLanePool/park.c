@@ -45,7 +45,7 @@ static inline void cpu_relax(void) {
  * task, and where it ran (for yield_to_waker; park cleared the note). Nothing for a
  * waker outside the pool or between its tasks, or with no CPU number to give. */
 static inline void note_waker(lanepool_lane_t *lane) {
-  lanepool_lane_t *cur = lanepool__current;
+  lanepool_lane_t *cur = lanepool__thread_lane;
   if (!cur || cur == lane || cur->pool != lane->pool) return;
   uint64_t task = atomic_load_explicit(&cur->started_tasks, memory_order_relaxed);
   if (atomic_load_explicit(&cur->executed, memory_order_relaxed) == task) return;
@@ -92,8 +92,13 @@ void lanepool__band_wake(lanepool_t *pool, uint32_t b) {
 void lanepool__lane_kick(lanepool_lane_t *lane) {
   if (lanepool__wake_thread(lane, true)) return;
   /* Awake and not away: its thread looks at its lane before it goes away or parks. */
-  if (atomic_load_explicit(&lane->away, memory_order_seq_cst))
-    lanepool__band_wake(lane->pool, lane->band);
+  if (!atomic_load_explicit(&lane->away, memory_order_seq_cst)) return;
+  lanepool__band_wake(lane->pool, lane->band);
+  /* Threads of the band waiting for a sync queued here may run the queue themselves. */
+  if (atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) {
+    atomic_fetch_add_explicit(&lane->help_seq, 1, memory_order_seq_cst);
+    lanepool__futex_wake(&lane->help_seq, INT32_MAX);
+  }
 }
 
 /* ---- submitting ------------------------------------------------------------------- */
@@ -112,7 +117,7 @@ static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg
         atomic_load_explicit(&lane->away, memory_order_seq_cst))
       lanepool__band_wake(lane->pool, lane->band);
   }
-  lanepool_lane_t *cur = lanepool__current;
+  lanepool_lane_t *cur = lanepool__thread_lane;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
   return 0;
 }
@@ -140,7 +145,7 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
              : ESHUTDOWN;
   if (rc) return rc;
   lanepool__band_wake(pool, b); /* pair 2 */
-  lanepool_lane_t *cur = lanepool__current;
+  lanepool_lane_t *cur = lanepool__thread_lane;
   if (cur && cur->pool == pool) cur->handed_off = true;
   return 0;
 }

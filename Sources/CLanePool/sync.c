@@ -18,6 +18,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,10 +46,93 @@ bool lanepool__excl_try(lanepool_lane_t *lane) {
 
 void lanepool__excl_release(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
+  /* Cancel: the holder answers every sync queued here (worker.c, cancel_pass). */
+  if (__builtin_expect(lanepool__life_cancelling(lane->pool), 0)) lanepool__lane_cancel_syncs(lane);
   /* seq_cst (a release too: what the holder ran happens before the next holder's
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane);
+}
+
+/* ---- running a lane's queue ------------------------------------------------------ */
+
+__thread lanepool_lane_t *lanepool__running_lane;
+__thread bool lanepool__band_job_running;
+
+/* A forked child that was made by a task (fork() inside a task) is a copy of this thread,
+ * alone in its process: it must not go on running the pool's queues (the parent runs
+ * them). Once the task returns, the child ends: a note on stderr, then _exit(0) (only
+ * async-signal-safe calls are allowed in such a child). */
+static void forked_child_returned(lanepool_lane_t *lane) {
+  static const char msg[] =
+      "lanepool: a process forked inside a task returned to its lane loop; the child exits "
+      "(status 0)\n";
+  (void)lane;
+  ssize_t ignored = write(2, msg, sizeof msg - 1);
+  (void)ignored;
+  _exit(0);
+}
+
+/* Runs one task and counts it: this thread's started/executed (the stall detector, info)
+ * and, for the drain, the lane's bound_done (lane-bound) or its own band_done. */
+void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane,
+                           const lanepool__task *task, unsigned source) {
+  /* started != executed while a task runs: what the stall detector watches. (A sync
+   * waiter that runs its lane's queue nests one lane task in its band job.) */
+  atomic_store_explicit(&me->started_tasks,
+                        atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  bool outer_band_job = lanepool__band_job_running;
+  if (!lane) lanepool__band_job_running = true;
+  LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
+  lanepool__run_task(task);
+  LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
+  if (lanepool__forked(me->generation)) forked_child_returned(me);
+  lanepool__band_job_running = outer_band_job;
+  /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
+  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
+  _Atomic uint64_t *done = lane ? &lane->bound_done : &me->band_done;
+  atomic_store_explicit(done, atomic_load_explicit(done, memory_order_relaxed) + 1,
+                        memory_order_release);
+  atomic_store_explicit(&me->executed, atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+
+/* Runs the queue of `lane`, whose exclusion this thread (of lane `me`) holds, in order;
+ * gives the lane up when the queue is empty, once *stop is set (a sync waiter's own sync
+ * ran), or every LANEPOOL__FAIR_EVERY tasks when band work waits or `most` ran (the queue
+ * is then announced: lanepool__excl_release). Returns the tasks run. */
+uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
+                            unsigned source, _Atomic uint32_t *stop) {
+  lanepool__held held = {lane, NULL};
+  lanepool_lane_t *saved_current = lanepool__current;
+  lanepool__held_now = &held;
+  lanepool__current = lane;
+  lanepool__running_lane = lane;
+  lanepool__band *band = &me->pool->bands[me->band];
+  uint32_t ran = 0;
+  for (;;) {
+    if (lanepool__life_cancelling(me->pool)) break;
+    if (stop && atomic_load_explicit(stop, memory_order_acquire)) break;
+    if (ran && ran % LANEPOOL__FAIR_EVERY == 0 &&
+        (ran >= most || (!me->spare && lanepool__bandq_nonempty(band))))
+      break;
+    lanepool__task task;
+    bool pending;
+    if (lanepool__lane_pop(lane, &task, &pending)) {
+      lanepool__run_counted(me, lane, &task, source);
+      ran++;
+      continue;
+    }
+    if (!pending) break;
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield(); /* a producer claimed a cell and is about to publish it */
+  }
+  lanepool__running_lane = NULL;
+  lanepool__current = saved_current;
+  lanepool__held_now = NULL; /* (its callers hold no lane) */
+  lanepool__excl_release(lane);
+  return ran;
 }
 
 /* ---- sync chains: a sync back onto a lane the chain holds is EDEADLK ------------ */
@@ -177,6 +263,36 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
   return rc;
 }
 
+/* A thread of the lane's band that holds no lane (a band job, the Swift executors'
+ * tasks) waits for its queued sync as a thread of the band may: when the lane is free
+ * with work queued and its own thread away, it takes the lane and runs its queue, in
+ * order, up to its own sync. Woken for that by the lane's kick (help_seq), and by the
+ * end of any sync there. Without it, two tasks whose syncs meet on a lane would wait for
+ * the rescue thread: the lane's own thread may be one of them. On a cancel it gives the
+ * lane a holder that answers its syncs (lanepool__excl_release). Returns the sync's
+ * state, or 0 if the caller is no such thread (it then waits on the state alone). */
+static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
+  lanepool_lane_t *me = lanepool__thread_lane;
+  if (!me || me->pool != lane->pool || me->band != lane->band || lanepool__held_now) return 0;
+  atomic_fetch_add_explicit(&lane->helpers, 1, memory_order_seq_cst);
+  uint32_t st;
+  for (;;) {
+    uint32_t seq = atomic_load_explicit(&lane->help_seq, memory_order_seq_cst);
+    if ((st = atomic_load_explicit(&s->state, memory_order_seq_cst)) != 0) break;
+    if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 &&
+        lanepool__lane_has_work(lane) && lanepool__excl_try(lane)) {
+      if (lanepool__life_cancelling(lane->pool))
+        lanepool__excl_release(lane); /* answers this sync, and the others queued here */
+      else
+        (void)lanepool__run_lane(me, lane, UINT32_MAX, LANEPOOL__FROM_ADOPTED, &s->state);
+      continue;
+    }
+    lanepool__futex_wait(&lane->help_seq, seq);
+  }
+  atomic_fetch_sub_explicit(&lane->helpers, 1, memory_order_seq_cst);
+  return st;
+}
+
 static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__held_now, .lane = lane};
   atomic_init(&s.state, 0);
@@ -192,8 +308,8 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
     if (boosting) lanepool__boost_leave(lane, &s.boost);
     return rc;
   }
-  uint32_t st;
-  while ((st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
+  uint32_t st = help_until_answered(lane, &s);
+  while (st == 0 && (st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
     lanepool__futex_wait(&s.state, 0);
   if (boosting) lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
   return st == 1 ? 0 : ECANCELED;

@@ -31,44 +31,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The lane whose queue this thread runs now (its exclusion held), or NULL while it runs
- * a band job: what thread_lost counts and gives back if a task ends the thread. */
-static __thread lanepool_lane_t *running_lane;
-
-static void forked_child_returned(lanepool_lane_t *lane) {
-  static const char msg[] =
-      "lanepool: a process forked inside a task returned to its lane loop; the child exits "
-      "(status 0)\n";
-  (void)lane;
-  ssize_t ignored = write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  _exit(0);
-}
-
-/* Runs one task and counts it: this thread's started/executed (the stall detector, info)
- * and, for the drain, the lane's bound_done (lane-bound) or its own band_done. */
-static inline void run_counted(lanepool_lane_t *me, lanepool_lane_t *lane,
-                               const lanepool__task *task, unsigned source) {
-  uint64_t executed = atomic_load_explicit(&me->executed, memory_order_relaxed);
-  /* started != executed while a task runs: what the stall detector watches. */
-  atomic_store_explicit(&me->started_tasks, executed + 1, memory_order_relaxed);
-  LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
-  lanepool__run_task(task);
-  LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
-  if (lanepool__forked(me->generation)) forked_child_returned(me);
-  /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
-  LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
-  if (lane)
-    atomic_store_explicit(&lane->bound_done,
-                          atomic_load_explicit(&lane->bound_done, memory_order_relaxed) + 1,
-                          memory_order_release);
-  else
-    atomic_store_explicit(&me->band_done,
-                          atomic_load_explicit(&me->band_done, memory_order_relaxed) + 1,
-                          memory_order_release);
-  atomic_store_explicit(&me->executed, executed + 1, memory_order_release);
-}
-
 /* Before running anything but its own lane's queue: away (seq_cst), then one look at
  * its own queue (the pair with a producer, park.c). true if its lane has work and is
  * free: the caller runs that first instead. */
@@ -84,40 +46,6 @@ static void come_back(lanepool_lane_t *me) {
     atomic_store_explicit(&me->away, 0, memory_order_seq_cst);
 }
 
-/* Runs the queue of `lane`, whose exclusion this thread holds, in order; gives the lane
- * up when the queue is empty, or after `most` tasks when `fair` band work waits (its
- * queue is then announced: lanepool__excl_release). Returns the tasks run. */
-static uint32_t run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                         unsigned source) {
-  lanepool__held held = {lane, NULL};
-  lanepool__held_now = &held;
-  lanepool__current = lane;
-  running_lane = lane;
-  lanepool__band *band = &me->pool->bands[me->band];
-  uint32_t ran = 0;
-  for (;;) {
-    if (lanepool__life_cancelling(me->pool)) break;
-    if (ran && ran % LANEPOOL__FAIR_EVERY == 0 &&
-        (ran >= most || (!me->spare && lanepool__bandq_nonempty(band))))
-      break;
-    lanepool__task task;
-    bool pending;
-    if (lanepool__lane_pop(lane, &task, &pending)) {
-      run_counted(me, lane, &task, source);
-      ran++;
-      continue;
-    }
-    if (!pending) break;
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield(); /* a producer claimed a cell and is about to publish it */
-  }
-  running_lane = NULL;
-  lanepool__current = me;
-  lanepool__held_now = NULL;
-  lanepool__excl_release(lane);
-  return ran;
-}
-
 /* Step 3: a sibling's queue that waits for any thread of the band. */
 static bool adopt_sibling(lanepool_lane_t *me) {
   uint32_t n = me->pool->lanes_per_band;
@@ -130,24 +58,29 @@ static bool adopt_sibling(lanepool_lane_t *me) {
     if (go_away(me)) return true; /* its own lane first */
     if (!lanepool__excl_try(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
-    uint32_t ran = run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_ADOPTED);
+    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_ADOPTED, NULL);
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
     return true;
   }
   return false;
 }
 
-/* Step 2 (and the rescue thread's band step): one band job, holding no lane. */
-static bool run_band_job(lanepool_lane_t *me, unsigned source) {
+/* Step 2 (and the rescue thread's band step): one band job, holding no lane. Its own
+ * lane first, unless this is the band's fair turn: then its lane, left with work queued
+ * while its thread is away, is announced to the band (a sibling may take it). */
+static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
   lanepool__band *band = &me->pool->bands[me->band];
   if (!lanepool__bandq_nonempty(band)) return false;
-  if (go_away(me)) return true; /* its own lane first */
+  if (go_away(me)) {
+    if (!fair) return true;
+    lanepool__band_wake(me->pool, me->band);
+  }
   lanepool__task task;
   if (!lanepool__bandq_take(band, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
   if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
-  run_counted(me, NULL, &task, source);
+  lanepool__run_counted(me, NULL, &task, source);
   return true;
 }
 
@@ -188,7 +121,7 @@ static bool rescue_look(lanepool_lane_t *me) {
     return false;
   }
   if (now - seen[1] < LANEPOOL__RESCUE_NS) return false;
-  if (run_band_job(me, LANEPOOL__FROM_RESCUE)) return true;
+  if (run_band_job(me, LANEPOOL__FROM_RESCUE, false)) return true;
   uint32_t n = me->pool->lanes_per_band;
   lanepool_lane_t **lanes = &me->pool->lanes[me->band * n];
   for (uint32_t i = 0; i < n; i++) {
@@ -196,7 +129,7 @@ static bool rescue_look(lanepool_lane_t *me) {
     if (!atomic_load_explicit(&s->away, memory_order_seq_cst) || !lanepool__lane_has_work(s) ||
         !lanepool__excl_try(s))
       continue;
-    uint32_t ran = run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_RESCUE);
+    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_RESCUE, NULL);
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
     return true;
   }
@@ -204,6 +137,22 @@ static bool rescue_look(lanepool_lane_t *me) {
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
+
+/* Cancel: every sync queued on a lane of the band is answered ECANCELED by whoever holds
+ * the lane when it gives it up (lanepool__excl_release), exactly once. Each thread,
+ * leaving, takes each free lane of its band (its own first, the rescue thread's lane
+ * too) and gives it up; a lane held now is answered by its holder. So a sync queued on a
+ * lane whose own thread is away, blocked waiting for it, is answered too, and that
+ * thread comes back to be joined. */
+static void cancel_pass(lanepool_lane_t *me) {
+  lanepool_t *pool = me->pool;
+  uint32_t n = pool->lanes_per_band;
+  if (lanepool__excl_try(me)) lanepool__excl_release(me);
+  for (uint32_t i = 0; i <= n; i++) {
+    lanepool_lane_t *l = i < n ? pool->lanes[me->band * n + i] : lanepool__rescue_lane(pool, me->band);
+    if (l != me && lanepool__excl_try(l)) lanepool__excl_release(l);
+  }
+}
 
 static void lane_loop(lanepool_lane_t *me) {
   lanepool_t *pool = me->pool;
@@ -215,7 +164,7 @@ static void lane_loop(lanepool_lane_t *me) {
      * before this load cannot see this thread start another task. */
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     if (lanepool__life_cancelling(pool)) {
-      lanepool__lane_cancel_syncs(me);
+      cancel_pass(me);
       break;
     }
     bool got = false;
@@ -225,16 +174,17 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (fair_turn) {
       fair_turn = false;
-      got = !me->spare && run_band_job(me, LANEPOOL__FROM_BAND);
+      got = !me->spare && run_band_job(me, LANEPOOL__FROM_BAND, true);
     }
     if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
       come_back(me);
-      uint32_t ran = run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN);
+      uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL);
       fair_turn = ran && ran % LANEPOOL__FAIR_EVERY == 0;
       got = true;
     }
     if (!got && !me->spare)
-      got = run_band_job(me, LANEPOOL__FROM_BAND) || (pool->lanes_per_band > 1 && adopt_sibling(me));
+      got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
+            (pool->lanes_per_band > 1 && adopt_sibling(me));
     if (got) continue;
     /* Nothing to take. */
     if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
@@ -271,18 +221,25 @@ static void thread_lost(void *arg) {
   lanepool_lane_t *lane = arg;
   /* The task that ended the thread ran, once: counted as run_counted would have, and
    * the lane whose queue it came from given up (its next task waits for a thread). */
-  lanepool_lane_t *held = running_lane;
-  running_lane = NULL;
+  lanepool_lane_t *held = lanepool__running_lane;
+  lanepool__running_lane = NULL;
   lanepool__held_now = NULL;
-  _Atomic uint64_t *done = held ? &held->bound_done : &lane->band_done;
-  atomic_store_explicit(done, atomic_load_explicit(done, memory_order_relaxed) + 1,
-                        memory_order_release);
+  if (held)
+    atomic_store_explicit(&held->bound_done,
+                          atomic_load_explicit(&held->bound_done, memory_order_relaxed) + 1,
+                          memory_order_release);
+  if (lanepool__band_job_running) /* the band job, or the one a lane task nested in */
+    atomic_store_explicit(&lane->band_done,
+                          atomic_load_explicit(&lane->band_done, memory_order_relaxed) + 1,
+                          memory_order_release);
+  lanepool__band_job_running = false;
   atomic_store_explicit(&lane->executed,
                         atomic_load_explicit(&lane->started_tasks, memory_order_relaxed),
                         memory_order_release);
   atomic_store_explicit(&lane->away, 0, memory_order_seq_cst);
   if (held && !lanepool__forked(lane->generation)) lanepool__excl_release(held);
   lanepool__current = NULL;
+  lanepool__thread_lane = NULL;
   lanepool__pool_thread = NULL;
   if (lanepool__forked(lane->generation)) return; /* a forked child's copy: let it end */
   lanepool__lane_thread_leaving(lane);
@@ -315,6 +272,7 @@ static void thread_lost(void *arg) {
 
 static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
   lanepool__current = lane;
+  lanepool__thread_lane = lane;
   lanepool__pool_thread = lane->pool;
   pthread_setname_np(pthread_self(), lane->name);
   pid_t tid = (pid_t)syscall(SYS_gettid);
