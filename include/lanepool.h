@@ -568,13 +568,10 @@ LANEPOOL_API int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void
  *  accepts submits from its own lanes, so the drain runs it. Without the flag a
  *  draining pool accepts work only from its own lanes. */
 #define LANEPOOL_SUBMIT_CONTINUATION 1u
-/** lanepool_async_flags only: when the caller is a lane of this pool and of this band
- *  and nothing is queued on it, submit to that lane (no hand-off to another thread:
- *  the next step of a task stays where its data is warm); otherwise pick as
- *  lanepool_async does. What the Swift pool executor uses for task jobs. The task is
- *  still band work: if the calling task goes on running (or blocks), another lane of
- *  the band takes it (see lanepool_async). A rescue lane never counts as the caller's
- *  lane here (lanepool_rescue_lane): from a task on it, this picks. */
+/** lanepool_async_flags only, a hint kept for source compatibility: band work goes to
+ *  the band's queue whatever the flags, and a thread of the band submitting it usually
+ *  takes it itself right after its current task (no hand-off), unless a free thread of
+ *  the band took it first (see lanepool_async). What the Swift pool executor passes. */
 #define LANEPOOL_SUBMIT_LOCAL        2u
 
 /**
@@ -638,25 +635,18 @@ LANEPOOL_API int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn,
                                           uint64_t timeout_ns);
 
 /**
- * Band-level submit for unordered work: picks a lane of the band spinning idle if
- * there is one (see lanepool_next_lane), else the less loaded of two lanes of the
- * band (power of two choices on ring depth; a parked lane on a tie). Same returns as
- * lanepool_lane_async, plus EINVAL for a NULL pool or unknown qos.
- *
- * Band work is bound to no lane, so it never waits behind a busy lane while another
- * lane of the band is idle: a task at the head of a lane's ring whose current task has
- * not finished for about 20 us (seen by a sibling spinning idle) or 1 ms (seen by the
- * band's one parked lookout) is taken and run by that sibling. Band work submitted from a
- * lane of the pool also keeps near the order of one queue for the band: a lane about to
- * run such a task first takes a sibling's that was submitted about 3 us or more earlier
- * (never work submitted from outside the pool's lanes). Lane-bound work
- * (lanepool_lane_async and the other lane submits, lanepool_lane_sync, timers set on a
- * lane) is never moved: a lane runs its own tasks one at a time, in order. A band task
- * queued behind a lane-bound task waits for it (a sibling takes only the head of a
- * ring), and so does one in the overflow list of a full ring; except that once a lane
- * has been busy 100 ms finishing nothing, its band's rescue lane may run band work
- * queued behind a lane-bound task there, before it, out of order (lanepool_rescue_lane).
- * lanepool_lane_info_t.tasks_executed counts a stolen task on the lane that ran it.
+ * Band-level submit for unordered work (band work): the task goes into the band's queue,
+ * which every thread of the band takes from, in FIFO order (docs/architecture.md, "The
+ * scheduler"). If no thread of the band is spinning and one is parked, one is woken.
+ * Band work never waits behind a busy or blocked lane: any free thread of the band runs
+ * it, and the band's rescue thread (lanepool_rescue_lane) runs it once no thread of the
+ * band has finished a task for 100 ms. A thread running band work holds no lane: it may
+ * sync onto any lane. Lane-bound work (lanepool_lane_async and the other lane submits,
+ * lanepool_lane_sync, timers set on a lane) never goes there: it runs in order on its
+ * lane. Same returns as lanepool_lane_async (EAGAIN with hard capacity: the band's queue
+ * holds ring_capacity x lanes_per_band tasks), plus EINVAL for a NULL pool or unknown
+ * qos. lanepool_lane_info_t.tasks_executed counts a band task on the lane whose thread
+ * ran it; lanepool_band_depth tells how many wait.
  */
 LANEPOOL_API int lanepool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void *ctx);
 
@@ -680,22 +670,26 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * stops such a dispatch_sync with an error); EOWNERDEAD (a pre-fork lane); ECANCELED
  * (a cancelling shutdown removed it before it ran; the discard callback is not called
  * for it). Blocks until the task has run or been cancelled. A cancel answers a queued
- * sync as soon as the lane finishes the task it runs, so a task of another lane waiting
- * here returns and its lane can be joined. (Two independent tasks, on two lanes, that
- * sync onto each other's lane at the same time still deadlock, with or without a
- * shutdown, as dispatch_sync does: neither call is nested in the other.)
+ * sync as soon as the lane is free (its current task finished), so a task waiting here
+ * returns and its thread can be joined. A thread running band work (a task) holds no
+ * lane, so its sync never waits for itself, onto its own thread's lane included; while
+ * it waits, a thread of the lane's band that holds no lane runs the lane's queue itself
+ * once the lane is free, up to its sync. (Two lane-bound tasks, on two lanes, that sync
+ * onto each other's lane at the same time still deadlock, as dispatch_sync does: neither
+ * call is nested in the other.)
  *
- * Inline: when the lane is parked (idle) with nothing queued, the caller takes the
- * lane's right to run and calls fn(ctx) on its own thread, as dispatch_sync does on
- * an idle serial queue: no hand-off, no wake. Mutual exclusion and per-lane FIFO hold
- * either way (the lane runs nothing while lent; work queued meanwhile runs after fn
+ * Inline: when the lane is free (no thread runs its queue: its own thread parked, or away
+ * running band work) with nothing queued, the caller takes the lane's exclusion and
+ * calls fn(ctx) on its own thread, as dispatch_sync does on an idle serial queue: no
+ * hand-off, no wake. Mutual exclusion and per-lane FIFO hold either way (nothing else
+ * runs the lane's queue while the caller holds it; work queued meanwhile runs after fn
  * returns). Inside fn, lanepool_current_lane() gives this lane and shutting its pool
  * down returns EDEADLK, as on the lane's thread. What differs: the thread (its id,
  * name, OS priority, CPU placement and signal mask are the caller's), and the stall
  * detector does not watch it. If fn ends the caller's thread, the lane is given back.
  * So it is when a C++ exception leaves an inline fn, if the core was compiled with
  * -fexceptions (the Makefile's library is): the exception reaches the caller. SwiftPM
- * compiles CLanePool without it; there the lane stays lent and every later task on it
+ * compiles CLanePool without it; there the lane stays held and every later task on it
  * waits forever, so catch inside fn. Run on the lane's thread (not idle, or
  * LANEPOOL_SYNC_QUEUED), the same exception ends the process. Never longjmp out of fn.
  *

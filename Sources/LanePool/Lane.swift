@@ -76,10 +76,10 @@ extension LanePool {
     /// Runs `work` on this lane, after every task submitted before it, and returns its
     /// value; blocks the caller until then.
     ///
-    /// When the lane is idle (parked, nothing queued), `work` runs inline on the calling
-    /// thread (except on a rescue lane, ``LanePool/rescueLanes``, which runs it on its own
-    /// thread), as `DispatchQueue.sync` does on an idle serial queue: the caller takes the
-    /// lane's right to run, so the lane runs nothing else meanwhile, and inside `work`
+    /// When the lane is free (no thread runs its queue) with nothing queued, `work` runs
+    /// inline on the calling thread, as `DispatchQueue.sync` does on an idle serial queue:
+    /// the caller takes the lane's exclusion, so nothing else runs the lane's queue
+    /// meanwhile, and inside `work`
     /// ``isCurrent``, ``current`` and an actor's `assumeIsolated` on this lane hold as on
     /// the lane's thread. Work submitted meanwhile runs after `work` returns. What differs
     /// from the lane's thread: the thread id and name, the OS priority and CPU placement

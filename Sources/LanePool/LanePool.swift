@@ -29,9 +29,10 @@ public final class LanePool: @unchecked Sendable {
   let core: PoolCore
   let bands: [[Lane]]
   /// Each band's rescue lane, in band order (userInteractive first): one more lane per
-  /// band, which no pick returns and which takes band work held up behind lanes whose
-  /// tasks do not finish (see docs/architecture.md, "The rescue lane"). Work you queue
-  /// on it yourself runs there and holds it meanwhile. Its
+  /// band, which no pick returns and whose thread runs the band's waiting work (band
+  /// jobs, the queues of lanes whose threads are away) once no thread of the band has
+  /// finished a task for 100 ms (see docs/architecture.md, "The scheduler"). Work you
+  /// queue on it yourself runs there and holds its thread meanwhile. Its
   /// `index` is ``lanesPerBand``, its thread `<name>-<band>-r`. Listed for accounting
   /// (its `info` counts the tasks it ran): ``allLanes`` does not include it.
   public let rescueLanes: [Lane]
