@@ -188,12 +188,17 @@ typedef struct lanepool_band_policy {
   int nice;               /* -20...19 */
   lanepool_ioprio_class_t ioprio_class;
   int ioprio_level;        /* 0 (highest)...7 for RT and BE; 0 otherwise */
-  uint64_t timer_slack_ns; /* 0 leaves the inherited slack */
+  uint64_t timer_slack_ns; /* 0 leaves the inherited slack; at most
+                              LANEPOOL_MAX_TIMER_SLACK_NS */
   /* EEVDF time slice (sched_setattr's sched_runtime for SCHED_OTHER/BATCH, Linux
    * 6.12+; 100000...100000000 ns): a waking thread with a shorter slice may preempt
    * the running one. 0 leaves the kernel's default. Older kernels ignore it. */
   uint64_t slice_ns;
 } lanepool_band_policy_t;
+
+/** The largest timer_slack_ns a band policy may ask for: 1 s (the kernel takes more, up
+ *  to ULONG_MAX, and a thread's sleeps then last that long). */
+#define LANEPOOL_MAX_TIMER_SLACK_NS 1000000000u
 
 /** The priority class of a QoS (the seeds' table). 0 or EINVAL. */
 LANEPOOL_API int lanepool_priority_class(lanepool_qos_t qos, lanepool_priority_class_t *out);
@@ -390,7 +395,8 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
  * "lanes_per_band", "ring_capacity", "hard_capacity", "fixed_spin", "allow_realtime",
  * "stack_size", "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched",
  * "policy[B].rt_priority", "policy[B].nice",
- * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns" (B the band
+ * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns",
+ * "policy[B].timer_slack_ns" (B the band
  * index 0...4), "placement", "cpus" (NULL, empty, or an entry that is negative or
  * outside the calling thread's allowed CPUs), "topology". Thread-safe; never blocks.
  */

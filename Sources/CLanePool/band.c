@@ -414,6 +414,7 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
      * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
     atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+    LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
   }
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */

@@ -416,7 +416,8 @@ enum {
   LANEPOOL__TRACE_END,
   LANEPOOL__TRACE_PARK,
   LANEPOOL__TRACE_UNPARK,
-  LANEPOOL__TRACE_WAKE
+  LANEPOOL__TRACE_WAKE,
+  LANEPOOL__TRACE_BOOST /* source: the band the lane's thread now runs at */
 };
 enum { LANEPOOL__FROM_OWN, LANEPOOL__FROM_BAND, LANEPOOL__FROM_ADOPTED, LANEPOOL__FROM_RESCUE };
 #ifdef LANEPOOL_TRACE
@@ -444,6 +445,12 @@ static inline uint32_t lanepool__lane_total(const lanepool_t *pool) {
 }
 static inline lanepool_lane_t *lanepool__rescue_lane(const lanepool_t *pool, uint32_t band) {
   return pool->lanes[LANEPOOL_BAND_COUNT * pool->lanes_per_band + band];
+}
+/* Lane i of the band, 0...lanes_per_band; index lanes_per_band is its rescue lane. */
+static inline lanepool_lane_t *lanepool__band_lane(const lanepool_t *pool, uint32_t band,
+                                                   uint32_t i) {
+  return i < pool->lanes_per_band ? pool->lanes[band * pool->lanes_per_band + i]
+                                  : lanepool__rescue_lane(pool, band);
 }
 
 /* true if the calling thread is a lane of `pool` (it may submit while `pool` drains). */

@@ -168,10 +168,9 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
   if (lane->spare) return false; /* the rescue thread takes band work only when stuck */
   lanepool_t *pool = lane->pool;
   if (lanepool__bandq_nonempty(&pool->bands[lane->band])) return true;
-  uint32_t n = pool->lanes_per_band;
-  lanepool_lane_t **lanes = &pool->lanes[lane->band * n];
-  for (uint32_t k = 1; k < n; k++)
-    if (orphaned(lanes[(lane->index + k) % n])) return true;
+  uint32_t n = pool->lanes_per_band; /* the band's other lanes, then its rescue lane */
+  for (uint32_t k = 1; k <= n; k++)
+    if (orphaned(lanepool__band_lane(pool, lane->band, (lane->index + k) % (n + 1)))) return true;
   return false;
 }
 
@@ -303,9 +302,8 @@ void lanepool__park(lanepool_lane_t *lane) {
 static bool band_has_waiting_work(lanepool_lane_t *rescue) {
   lanepool_t *pool = rescue->pool;
   if (lanepool__bandq_nonempty(&pool->bands[rescue->band])) return true;
-  uint32_t n = pool->lanes_per_band;
-  for (uint32_t i = 0; i < n; i++)
-    if (orphaned(pool->lanes[rescue->band * n + i])) return true;
+  for (uint32_t i = 0; i < pool->lanes_per_band; i++)
+    if (orphaned(pool->lanes[rescue->band * pool->lanes_per_band + i])) return true;
   return false;
 }
 

@@ -94,6 +94,8 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
   if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) BAD("slice_ns");
   if (p->slice_ns != 0 && (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR))
     BAD("slice_ns");
+  /* The kernel takes any slack up to ULONG_MAX, and then a 1 ms sleep never returns. */
+  if (p->timer_slack_ns > LANEPOOL_MAX_TIMER_SLACK_NS) BAD("timer_slack_ns");
 #undef BAD
   return 0;
 }

@@ -8,7 +8,8 @@
  * LANEPOOL_TRACE_FILE names ("%p" in it becomes the process id). Nothing is written
  * without that variable. One line per event:
  *
- *   <CLOCK_REALTIME ns> <event> <lane> <calling lane> <source> <ctx> <id> <cpu>
+ *   <CLOCK_REALTIME ns> <event> <lane> <calling lane> <source> <ctx> <id> <cpu> <fn>
+ *   <thread> <tid>
  *
  * lanes as `band.index` (index `r`: the band's rescue lane), `-` for a thread that is
  * no lane (and for a push of band work, whose band is its source, `b0` to `b4`); source,
@@ -16,7 +17,11 @@
  * of a lane whose thread was away), rescue (the rescue thread's); for `unpark`, yield if
  * it yielded to its waker (park.c, yield_to_waker); id, for `push`: what the optional hook
  * lanepool_trace_job_id(fn, ctx) returned (0 without one; a Swift shim can return the
- * job's task id). scripts/trace-view reads the file. The wall clock, not the TSC, so
+ * job's task id); fn, the task's function (hex; `# exe` and `# base` at the top name the
+ * executable and where it is mapped, to name it: scripts/trace-export); thread, the
+ * lane of the thread the event happened on (`-`: a thread of no pool) and tid its
+ * kernel thread id. scripts/trace-view reads the file; scripts/trace-export turns it
+ * into Chrome trace event JSON (Perfetto, chrome://tracing). The wall clock, not the TSC, so
  * that lines can be matched with a program's own timestamped output.
  */
 #define _GNU_SOURCE /* sched_getcpu */
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +42,9 @@ typedef struct {
   _Atomic uint64_t ns; /* stored last (release): 0 while the event is being written */
   uint64_t ctx;
   uint64_t id;
+  uint64_t fn;
+  int32_t tid;
+  int16_t thread; /* lane_id of the calling thread's own lane */
   uint8_t kind, source;
   int16_t lane, from; /* band * 256 + index; -1: no lane; index 255: the rescue lane */
   int16_t cpu;        /* where the calling thread ran (sched_getcpu) */
@@ -48,7 +57,7 @@ static pid_t trace_pid; /* a forked child that exits does not write the parent's
 
 __attribute__((weak)) uint64_t lanepool_trace_job_id(void *fn, void *ctx);
 
-static const char *const kind_names[] = {"push", "run", "end", "park", "unpark", "wake"};
+static const char *const kind_names[] = {"push", "run", "end", "park", "unpark", "wake", "boost"};
 static const char *const source_names[] = {"own", "band", "adopted", "rescue"};
 static const char *const band_names[] = {"b0", "b1", "b2", "b3", "b4"};
 
@@ -72,6 +81,24 @@ static void trace_dump(void) {
     snprintf(path, sizeof path, "%s", pattern);
   FILE *f = fopen(path, "w");
   if (!f) return;
+  /* Where the executable is mapped, so that a task's fn can be named. */
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = '\0';
+    fprintf(f, "# exe %s\n", exe);
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[4600];
+    while (maps && fgets(line, sizeof line, maps)) {
+      unsigned long lo, off;
+      char perms[8];
+      if (sscanf(line, "%lx-%*x %7s %lx", &lo, perms, &off) == 3 && strstr(line, exe)) {
+        fprintf(f, "# base %lx\n", lo - off);
+        break;
+      }
+    }
+    if (maps) fclose(maps);
+  }
   uint64_t n = atomic_load(&next_event);
   if (n > LANEPOOL__TRACE_CAP) {
     fprintf(f, "# %llu events dropped\n", (unsigned long long)(n - LANEPOOL__TRACE_CAP));
@@ -81,16 +108,19 @@ static void trace_dump(void) {
     trace_event *e = &events[i];
     uint64_t ns = atomic_load_explicit(&e->ns, memory_order_acquire);
     if (!ns) continue; /* claimed, not yet written (the lanes run on during the dump) */
-    char lane[16], from[16];
+    char lane[16], from[16], thread[16];
     lane_name(lane, sizeof lane, e->lane);
     lane_name(from, sizeof from, e->from);
-    fprintf(f, "%llu %s %s %s %s %llx %llu %d\n", (unsigned long long)ns, kind_names[e->kind], lane,
-            from,
+    lane_name(thread, sizeof thread, e->thread);
+    fprintf(f, "%llu %s %s %s %s %llx %llu %d %llx %s %d\n", (unsigned long long)ns,
+            kind_names[e->kind], lane, from,
             e->kind == LANEPOOL__TRACE_RUN      ? source_names[e->source & 3]
             : e->kind == LANEPOOL__TRACE_UNPARK ? (e->source ? "yield" : "-")
-            : e->kind == LANEPOOL__TRACE_PUSH && e->lane < 0 ? band_names[e->source % 5]
-                                                             : "-",
-            (unsigned long long)e->ctx, (unsigned long long)e->id, e->cpu);
+            : (e->kind == LANEPOOL__TRACE_PUSH && e->lane < 0) || e->kind == LANEPOOL__TRACE_BOOST
+                ? band_names[e->source % 5]
+                : "-",
+            (unsigned long long)e->ctx, (unsigned long long)e->id, e->cpu,
+            (unsigned long long)e->fn, thread, (int)e->tid);
   }
   fclose(f);
 }
@@ -121,6 +151,11 @@ void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source
   e->source = (uint8_t)source;
   e->lane = lane_id(lane);
   e->from = lane_id(lanepool__current);
+  e->thread = lane_id(lanepool__thread_lane);
+  e->fn = (uint64_t)(uintptr_t)fn;
+  static __thread int32_t tid;
+  if (!tid) tid = (int32_t)syscall(SYS_gettid);
+  e->tid = tid;
   e->cpu = (int16_t)sched_getcpu();
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

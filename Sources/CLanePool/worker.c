@@ -49,9 +49,8 @@ static void come_back(lanepool_lane_t *me) {
 /* Step 3: a sibling's queue that waits for any thread of the band. */
 static bool adopt_sibling(lanepool_lane_t *me) {
   uint32_t n = me->pool->lanes_per_band;
-  lanepool_lane_t **lanes = &me->pool->lanes[me->band * n];
-  for (uint32_t k = 1; k < n; k++) {
-    lanepool_lane_t *s = lanes[(me->index + k) % n];
+  for (uint32_t k = 1; k <= n; k++) { /* the band's lanes, then its rescue lane */
+    lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, (me->index + k) % (n + 1));
     if (!atomic_load_explicit(&s->away, memory_order_relaxed) ||
         atomic_load_explicit(&s->excl, memory_order_relaxed) != 0 || !lanepool__lane_has_work(s))
       continue;
@@ -121,11 +120,11 @@ static bool rescue_look(lanepool_lane_t *me) {
     return false;
   }
   if (now - seen[1] < LANEPOOL__RESCUE_NS) return false;
-  if (run_band_job(me, LANEPOOL__FROM_RESCUE, false)) return true;
+  /* Lanes first: a thread stuck in a band job most often waits for a lane's work (short
+   * lane-bound tasks), while a band job it would take may block in turn. */
   uint32_t n = me->pool->lanes_per_band;
-  lanepool_lane_t **lanes = &me->pool->lanes[me->band * n];
   for (uint32_t i = 0; i < n; i++) {
-    lanepool_lane_t *s = lanes[i];
+    lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, i);
     if (!atomic_load_explicit(&s->away, memory_order_seq_cst) || !lanepool__lane_has_work(s) ||
         !lanepool__excl_try(s))
       continue;
@@ -133,7 +132,7 @@ static bool rescue_look(lanepool_lane_t *me) {
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
     return true;
   }
-  return false;
+  return run_band_job(me, LANEPOOL__FROM_RESCUE, false);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
@@ -149,7 +148,7 @@ static void cancel_pass(lanepool_lane_t *me) {
   uint32_t n = pool->lanes_per_band;
   if (lanepool__excl_try(me)) lanepool__excl_release(me);
   for (uint32_t i = 0; i <= n; i++) {
-    lanepool_lane_t *l = i < n ? pool->lanes[me->band * n + i] : lanepool__rescue_lane(pool, me->band);
+    lanepool_lane_t *l = lanepool__band_lane(pool, me->band, i);
     if (l != me && lanepool__excl_try(l)) lanepool__excl_release(l);
   }
 }
