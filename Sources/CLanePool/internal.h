@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LANEPOOL__CACHE_LINE  64
-#define LANEPOOL__MAX_NODES   1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
+#define LANEPOOL__CACHE_LINE 64
+#define LANEPOOL__MAX_NODES  1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 #include "inject.h"
 #include "ring.h"
@@ -434,8 +434,8 @@ extern __thread lanepool_lane_t *lanepool__current; /* the lane this thread runs
 /* The lane of the pool thread calling (its own: whose started/executed, spin state and
  * sleeping word are this thread's), NULL for any other thread. */
 extern __thread lanepool_lane_t *lanepool__thread_lane;
-extern __thread lanepool_t *lanepool__pool_thread;  /* pool of any library thread */
-extern __thread lanepool_t *lanepool__in_callback;  /* pool whose discard runs here */
+extern __thread lanepool_t *lanepool__pool_thread; /* pool of any library thread */
+extern __thread lanepool_t *lanepool__in_callback; /* pool whose discard runs here */
 /* band.c: the band this thread counts as for escalation, as index + 1 (0: none known) */
 extern __thread int lanepool__thread_band;
 
@@ -457,164 +457,6 @@ static inline lanepool_lane_t *lanepool__band_lane(const lanepool_t *pool, uint3
 static inline bool lanepool__is_own_lane(const lanepool_t *pool) {
   return lanepool__current && lanepool__current->pool == pool;
 }
-
-/* spill.c: overflow lists */
-int lanepool__spill_init(lanepool__spill *l);
-void lanepool__spill_destroy(lanepool__spill *l);
-/* Appends {fn, ctxs[i], args[i]} (args NULL: every arg NULL), in order, all or nothing:
- * 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. */
-int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs,
-                           void *const *args, uint64_t n, bool own);
-/* The oldest task; `ring` non-NULL: only while that ring is empty (a lane's FIFO: its
- * claims made before the list's tasks were appended are older), *ring_first set when
- * it is not. */
-bool lanepool__spill_take(lanepool__spill *l, const lanepool__ring *ring, lanepool__task *out,
-                          bool *ring_first);
-void lanepool__spill_set_intake(lanepool__spill *l, int intake);
-static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_order order) {
-  return atomic_load_explicit(&((lanepool__spill *)l)->count, order);
-}
-
-/* bandq.c: a band's queue of band work */
-int lanepool__bandq_init(lanepool__band *band, uint32_t capacity);
-void lanepool__bandq_free(lanepool__band *band);
-/* 0, EAGAIN (hard capacity, full), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
-int lanepool__bandq_push(lanepool__band *band, lanepool_fn fn, void *ctx, void *arg, bool own,
-                         bool hard);
-bool lanepool__bandq_take(lanepool__band *band, lanepool__task *out);
-/* Band work queued (seq_cst loads: a side of the wake-up pairs). */
-bool lanepool__bandq_nonempty(const lanepool__band *band);
-uint64_t lanepool__bandq_depth(const lanepool__band *band);
-uint64_t lanepool__bandq_accepted(lanepool__band *band);
-/* Jobs taken so far (ring and list): the rescue thread's measure of progress. */
-uint64_t lanepool__bandq_taken(const lanepool__band *band);
-void lanepool__bandq_set_intake(lanepool__band *band, int intake);
-bool lanepool__bandq_closed(const lanepool__band *band);
-void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
-                                 void *discard_arg);
-
-/* lane.c: a lane and its queue of lane-bound work */
-/* index lanes_per_band makes the band's rescue lane (worker.c, "The rescue thread"). */
-lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
-                                    const lanepool_config_t *cfg, lanepool_lane_placement_t where,
-                                    int *rc);
-void lanepool__lane_free(lanepool_lane_t *lane);
-void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);
-/* Pushes a lane-bound task into the lane's ring (or overflow list), nothing more:
- * 0, EAGAIN (hard capacity), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
-int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
-/* As lanepool__lane_enqueue for a batch: *accepted of them (a prefix). */
-int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
-                             void *const *args, uint64_t n, bool own, uint64_t *accepted);
-/* The lane's next task, for the holder of its exclusion; *pending set when a producer
- * has claimed a cell it has not published yet. */
-bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pending);
-/* Lane-bound work queued (seq_cst: a side of the wake-up pairs). */
-bool lanepool__lane_has_work(const lanepool_lane_t *lane);
-uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
-uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
-uint64_t lanepool__lane_finished(lanepool_lane_t *lane);
-void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
-                                void *discard_arg);
-/* A task to a discard callback as the header documents: a two-argument task as fn cast
- * to lanepool_fn and ctx pointing at a lanepool_task2_t {a, b} that lives during the
- * call; any other as it was submitted. */
-static inline void lanepool__discard_plain(const lanepool__task *task, lanepool_discard_fn discard,
-                                           void *discard_arg) {
-  if (task->arg) {
-    lanepool_task2_t pair = {task->ctx, task->arg};
-    discard(task->fn, &pair, discard_arg);
-  } else {
-    discard(task->fn, task->ctx, discard_arg);
-  }
-}
-/* One queued task to a discard callback (a queued sync is answered ECANCELED instead). */
-void lanepool__discard_task(const lanepool__task *task, lanepool_discard_fn discard,
-                            void *discard_arg);
-/* Cancel: answers every sync queued on the lane ECANCELED (its cell then skipped). */
-void lanepool__lane_cancel_syncs(lanepool_lane_t *lane);
-/* A queued sync (lane.c): its record lives in the caller's frame while it waits. */
-typedef struct lanepool__held {
-  const lanepool_lane_t *lane;
-  const struct lanepool__held *up;
-} lanepool__held;
-/* The lanes whose exclusion this thread holds now, innermost first, each node in the
- * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
- * closure, which holds its caller's chain too). [this thread] */
-extern __thread const lanepool__held *lanepool__held_now;
-typedef struct lanepool__sync {
-  lanepool_fn fn;
-  void *ctx;
-  _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
-  const lanepool__held *chain; /* the caller's held chain (in its frame while it waits) */
-  lanepool__held node;         /* this lane over that chain, while the closure runs */
-  const lanepool__held *above; /* the running thread's own chain, restored after */
-  /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). */
-  _Atomic uint32_t boost;
-  lanepool_lane_t *lane;
-} lanepool__sync;
-void lanepool__sync_trampoline(void *arg);
-void lanepool__sync_discard(void *arg);
-/* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task. */
-static inline void lanepool__run_task(const lanepool__task *task) {
-  if (task->arg)
-    ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);
-  else
-    task->fn(task->ctx);
-}
-void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
-/* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
-bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
-void lanepool__futex_wake(_Atomic uint32_t *word, int count);
-uint64_t lanepool__now_ns(void);
-uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
-
-/* sync.c: a lane's exclusion, and the sync calls */
-/* Takes the lane's exclusion if it is free (seq_cst CAS). */
-bool lanepool__excl_try(lanepool_lane_t *lane);
-/* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
- * answers the lane's queued syncs first. */
-void lanepool__excl_release(lanepool_lane_t *lane);
-/* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
- * thread a task ends counts and gives back (worker.c, thread_lost). */
-extern __thread lanepool_lane_t *lanepool__running_lane;
-/* This thread runs a band job now (a lane task may run nested in it: sync.c). */
-extern __thread bool lanepool__band_job_running;
-/* Runs one task on the thread of lane `me` and counts it: the thread's started and
- * executed, and `lane`'s bound_done (a lane-bound task) or `me`'s band_done (lane NULL). */
-void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
-                           unsigned source);
-/* Runs `lane`'s queue, whose exclusion the caller holds, in order, then gives the lane
- * up: until it is empty, *stop is set (stop non-NULL), or, every LANEPOOL__FAIR_EVERY
- * tasks, band work waits or `most` ran. The number of tasks run. */
-uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                            unsigned source, _Atomic uint32_t *stop);
-
-/* park.c: parking, waking, and submitting work with the wake it needs */
-/* true if this call woke the thread of `lane` (it was PARKED). */
-bool lanepool__wake_thread(lanepool_lane_t *lane, bool note);
-/* Work the band's threads must see was announced: wake an idle thread of the band if
- * none spins, and the band's rescue thread if it parks untimed. */
-void lanepool__band_wake(lanepool_t *pool, uint32_t band);
-/* A lane free with work queued: its thread if parked; if its thread is away, the band. */
-void lanepool__lane_kick(lanepool_lane_t *lane);
-/* flags: LANEPOOL__PUSH_OWN (the caller may submit while the pool drains),
- * LANEPOOL__PUSH_WAITS. arg NULL: fn(ctx); otherwise a two-argument task. 0, EAGAIN,
- * ESHUTDOWN, ENOMEM, EOWNERDEAD. */
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags);
-int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags);
-/* Spins up to the thread's budget for work; true if some showed up. */
-bool lanepool__spin_for_work(lanepool_lane_t *lane);
-void lanepool__park(lanepool_lane_t *lane);
-void lanepool__park_rescue(lanepool_lane_t *lane);
-/* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
-bool lanepool__work_for(lanepool_lane_t *lane);
-
-/* worker.c: a lane's thread */
-int lanepool__lane_start(lanepool_lane_t *lane);
-void lanepool__lane_join(lanepool_lane_t *lane);
 
 /* thread.c */
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg);
@@ -803,5 +645,9 @@ int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint
 
 extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
 extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];
+
+/* The scheduler's files and what they offer each other (spill.c, bandq.c, lane.c,
+ * park.c, sync.c, worker.c). */
+#include "sched.h"
 
 #endif /* LANEPOOL_INTERNAL_H */

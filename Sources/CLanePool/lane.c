@@ -199,8 +199,8 @@ int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const 
       }
       if (rc != EAGAIN || lane->hard_capacity) break;
     }
-    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL,
-                                n - done, own);
+    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                own);
     if (rc == 0) done = n;
     break;
   }

@@ -138,7 +138,8 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
                         unsigned flags) {
   lanepool__band *band = &pool->bands[b];
   LANEPOOL__TRACE(PUSH, NULL, b, fn, ctx);
-  int rc = lanepool__bandq_push(band, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN, pool->hard_capacity);
+  int rc =
+      lanepool__bandq_push(band, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN, pool->hard_capacity);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     rc = lanepool__is_own_lane(pool)
              ? lanepool__bandq_push(band, fn, ctx, arg, true, pool->hard_capacity)
@@ -162,8 +163,7 @@ static inline bool orphaned(const lanepool_lane_t *s) {
 
 bool lanepool__work_for(lanepool_lane_t *lane) {
   if (lanepool__ring_closed(&lane->ring)) return true; /* time to end */
-  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 &&
-      lanepool__lane_has_work(lane))
+  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(lane))
     return true;
   if (lane->spare) return false; /* the rescue thread takes band work only when stuck */
   lanepool_t *pool = lane->pool;

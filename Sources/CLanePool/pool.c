@@ -67,14 +67,14 @@ static bool is_in(const int *xs, uint32_t n, int x) {
 static int check_config(const lanepool_config_t *cfg, const char **field) {
   static const char *const policy_fields[LANEPOOL_BAND_COUNT][7] = {
 #define BAND_FIELDS(b)                                                                             \
-  {"policy[" #b "].sched",        "policy[" #b "].rt_priority",  "policy[" #b "].nice",            \
-   "policy[" #b "].ioprio_class", "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns",        \
+  {"policy[" #b "].sched",         "policy[" #b "].rt_priority",  "policy[" #b "].nice",           \
+   "policy[" #b "].ioprio_class",  "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns",       \
    "policy[" #b "].timer_slack_ns"}
       BAND_FIELDS(0), BAND_FIELDS(1), BAND_FIELDS(2), BAND_FIELDS(3), BAND_FIELDS(4)
 #undef BAND_FIELDS
   };
-  static const char *const members[7] = {"sched",        "rt_priority", "nice",          "ioprio_class",
-                                         "ioprio_level", "slice_ns",    "timer_slack_ns"};
+  static const char *const members[7] = {
+      "sched", "rt_priority", "nice", "ioprio_class", "ioprio_level", "slice_ns", "timer_slack_ns"};
 #define BAD(f)                                                                                     \
   do {                                                                                             \
     *field = (f);                                                                                  \

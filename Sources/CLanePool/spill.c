@@ -23,8 +23,8 @@ void lanepool__spill_destroy(lanepool__spill *l) {
   free(l->buf);
 }
 
-int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs,
-                           void *const *args, uint64_t n, bool own) {
+int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs, void *const *args,
+                           uint64_t n, bool own) {
   pthread_mutex_lock(&l->lock);
   int refused = l->intake == LANEPOOL__INTAKE_CLOSED             ? ESHUTDOWN
                 : l->intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY

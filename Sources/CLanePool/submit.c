@@ -44,12 +44,13 @@ static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *c
     /* The pool drains: only its own lanes may still add work. */
     uint64_t more = 0;
     rc = lanepool__is_own_lane(lane->pool)
-             ? lanepool__lane_enqueue_n(lane, fn, ctxs + done, args ? args + done : NULL, count - done, true,
-                              &more)
+             ? lanepool__lane_enqueue_n(lane, fn, ctxs + done, args ? args + done : NULL,
+                                        count - done, true, &more)
              : ESHUTDOWN;
     done += more;
   }
-  if (done && atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0) lanepool__lane_kick(lane);
+  if (done && atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
+    lanepool__lane_kick(lane);
   lanepool__call_leave(outer);
   if (accepted) *accepted = (size_t)done;
   return rc;
@@ -99,4 +100,3 @@ int lanepool_lane_async_wait(lanepool_lane_t *lane, lanepool_fn fn, void *ctx,
   lanepool__call_leave(outer);
   return rc;
 }
-

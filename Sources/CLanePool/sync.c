@@ -75,8 +75,8 @@ static void forked_child_returned(lanepool_lane_t *lane) {
 
 /* Runs one task and counts it: this thread's started/executed (the stall detector, info)
  * and, for the drain, the lane's bound_done (lane-bound) or its own band_done. */
-void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane,
-                           const lanepool__task *task, unsigned source) {
+void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
+                           unsigned source) {
   /* started != executed while a task runs: what the stall detector watches. (A sync
    * waiter that runs its lane's queue nests one lane task in its band job.) */
   atomic_store_explicit(&me->started_tasks,
@@ -94,7 +94,8 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane,
   _Atomic uint64_t *done = lane ? &lane->bound_done : &me->band_done;
   atomic_store_explicit(done, atomic_load_explicit(done, memory_order_relaxed) + 1,
                         memory_order_release);
-  atomic_store_explicit(&me->executed, atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+  atomic_store_explicit(&me->executed,
+                        atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
                         memory_order_release);
 }
 
@@ -210,8 +211,11 @@ static void inline_unwound(void *arg) {
 }
 
 static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  lanepool__inline_frame f = {lane, lanepool__current, lanepool__pool_thread,
-                              {lane, lanepool__held_now}, lanepool__held_now};
+  lanepool__inline_frame f = {lane,
+                              lanepool__current,
+                              lanepool__pool_thread,
+                              {lane, lanepool__held_now},
+                              lanepool__held_now};
   lanepool__held_now = &f.held;
   /* Inside, the caller is the lane: lanepool_current_lane() answers it, a sync onto it
    * is EDEADLK, and shutting its pool down from here is EDEADLK (it would wait for

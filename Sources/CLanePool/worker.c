@@ -37,8 +37,7 @@
 static bool go_away(lanepool_lane_t *me) {
   if (!atomic_load_explicit(&me->away, memory_order_relaxed))
     atomic_store_explicit(&me->away, 1, memory_order_seq_cst);
-  return atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 &&
-         lanepool__lane_has_work(me);
+  return atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(me);
 }
 
 static void come_back(lanepool_lane_t *me) {
@@ -157,7 +156,7 @@ static void lane_loop(lanepool_lane_t *me) {
   lanepool_t *pool = me->pool;
   lanepool__band *band = &pool->bands[me->band];
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
-  bool fair_turn = false; /* its lane gave way to one band job */
+  bool fair_turn = false;                 /* its lane gave way to one band job */
   for (;;) {
     /* acquire: pairs with the CAS that made the pool CANCELLING. Whoever saw CANCELLING
      * before this load cannot see this thread start another task. */
@@ -348,4 +347,3 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
     sched_yield();
   }
 }
-

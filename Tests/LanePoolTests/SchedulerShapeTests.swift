@@ -108,7 +108,9 @@ struct SchedulerShapeTests {
     let seen = Mutex<(Bool, Bool, Bool)>((false, true, false))
     try pool.async(qos: .utility) {
       let lane = Lane.current
-      seen.withLock { $0.0 = lane != nil; $0.1 = lane?.isCurrent ?? true }
+      seen.withLock {
+        $0.0 = lane != nil; $0.1 = lane?.isCurrent ?? true
+      }
       done.signal()
     }
     #expect(done.wait(timeout: .now() + 30) == .success)

@@ -72,7 +72,7 @@ enum {
   OP_NONE = -1
 };
 static const char *const op_names[] = {"async", "sync",   "after",   "follow", "timer-from-task",
-                                       "drain", "cancel", "destroy", "stuck", "orphan"};
+                                       "drain", "cancel", "destroy", "stuck",  "orphan"};
 
 typedef struct {
   int ops[3];
