@@ -1,55 +1,97 @@
 /*
- * bandq.pml - the scheduler's wake-ups (Sources/CLanePool/park.c, the two wake-up pairs
- * in its header; worker.c's lane_loop; sync.c's exclusion), for spin. No lost wake-up,
- * no stranded work: when every producer is done and nothing in the system can move any
- * more, nothing is left queued. Every step is a seq_cst operation of the C code (each
- * load its own step), so Promela's interleavings are the executions to consider.
+ * bandq.pml - the scheduler's wake-ups (Sources/CLanePool/park.c: the two wake-up pairs
+ * of its header; worker.c: lane_loop and the rescue thread; sync.c: a lane's exclusion),
+ * for spin. No lost wake-up, no stranded work: once every producer is done and nothing
+ * in the system can move any more, nothing is left queued. Every atomic of the C code
+ * is seq_cst, so Promela's interleavings are the executions to consider.
  *
- * One band of two lanes, 0 and 1, each with its thread (lane_thread): the lane's excl
- * word and queue (q[], a count), the thread's sleeping (AWAKE/PARKED) and away flag.
- * The band: its queue (bq, a count), idle and spinning. The band's rescue thread
- * (rescue): rescue_idle, its untimed park and its timed one (a timed park always ends:
- * the thread wakes itself). Producers, concurrent with everything:
- *   - band_producer: NB band jobs, each lanepool__band_push: push, then band_wake;
+ * One band of two lanes, 0 and 1. Each lane: its exclusion excl[] (0 free, else the
+ * holder) and its queue of lane-bound work q[] (a count); its thread: sleeping[]
+ * (AWAKE/PARKED) and away[]. The band: its queue bq (a count), idle and spinning. Its
+ * rescue thread: rescue_idle and its untimed park. Processes, all concurrent:
+ *   - lane_thread(me), lane_loop in order: (1) its own lane if free with work: excl CAS,
+ *     come_back, run the queue until it is empty, or give the lane up with work queued
+ *     while band work waits (the fair break, every LANEPOOL__FAIR_EVERY tasks: here at
+ *     any time), then excl_release (store excl = 0, then if work is queued lane_kick:
+ *     wake the lane's thread by CAS, else if it is away band_wake); after a fair break,
+ *     the fair turn: one band job even with its own lane's work queued, announced by a
+ *     band_wake; (2) one band job (run_band_job): go_away (store away = 1, then look at
+ *     its own lane: free with work, run that first), take, if more wait band_wake
+ *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
+ *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++ ...
+ *     spinning--, then one look: work_for), park (store PARKED, idle++, one look:
+ *     work_for; else wait until AWAKE; idle--). work_for: its own lane free with work;
+ *     band work; the sibling orphaned.
+ *   - rescue: park_rescue (rescue_idle = 1, then one look: band work or an orphaned
+ *     lane; untimed if none, else timed), then rescue_look: the queue of a lane whose
+ *     thread is away, else a band job.
+ *   - band_producer: NB band jobs, each lanepool__band_push: push, then band_wake (if
+ *     spinning == 0 && idle > 0: wake one PARKED lane thread by CAS, trying each lane,
+ *     from either end; if rescue_idle: wake the rescue thread).
  *   - lane_producer: NW tasks onto lane 0, each lane_push: push; if excl == 0: wake the
- *     lane's thread by CAS, else if it is away, band_wake;
- *   - syncer: a lanepool_lane_sync caller from outside the pool onto lane 0: it takes
- *     the lane's exclusion if it is free (take_for_inline), runs its closure or finds
- *     work queued, and gives it up (finish_inline: excl_release).
- * A lane thread runs lane_loop: its own lane (excl CAS, run the queue, excl_release:
- * store 0, then if work is queued lane_kick); one band job (go_away: store away, look
- * at its own lane; take; wake another if more wait; run it); adopt a sibling lane
- * (away, free, with work queued); else come back, spin (spinning++, looks, spinning--,
- * one more look), park (PARKED, idle++, one more look, else wait for AWAKE, idle--).
- * A band job may block forever (stuck; the thread stays away and AWAKE): why adoption
- * and the rescue thread exist. NB = 2 band jobs, so at most two threads are stuck.
+ *     lane's thread by CAS, and if that woke nobody and the thread is away: band_wake.
+ *   - syncer (SCEN 3): a lanepool_lane_sync caller from outside the pool onto lane 0:
+ *     take_for_inline takes the exclusion if it is free (then runs its closure, or finds
+ *     work queued), finish_inline gives it up (excl_release): a holder that does not
+ *     loop back to look at the lane, as a lane thread does.
+ * A band job may never return (stuck: the thread stays AWAKE and away): why adoption and
+ * the rescue thread exist.
  *
- * Checked (run model/check-bandq): a monitor asserts, at `timeout` (no statement of any
- * process executable: every thread parked untimed or stuck, the rescue thread parked
- * untimed or stuck, the producers done), that
- *   SCEN 1 (the band as built, with its rescue thread): nothing is queued anywhere;
- *   SCEN 2 (no rescue thread: a stricter check of the lane threads' own wake-ups, which
- *     the rescue thread's 100 ms timed parks would otherwise cover): nothing is queued,
- *     unless both lane threads are stuck.
- * Every process blocked at that point must be at an end label (spin's invalid end
- * states catch a model that blocks anywhere else).
+ * Scenarios (SCEN), each checked by a monitor that asserts at `timeout` (no statement of
+ * any process executable: the producers done, every thread parked untimed or stuck; a
+ * timed park always ends, so a rescue thread in one is never blocked) that nothing is
+ * queued anywhere unless every thread that could take it is stuck:
+ *   1 rescue: lane 0's thread and the rescue thread; lane 1's thread is stuck in a band
+ *     job from the start. NB = 2, NW = 2: lane 0's thread may get stuck too, and the
+ *     rescue thread alone must then take the rest (lane 0's queue, a band job).
+ *   2 lanes: both lane threads, no rescue thread. NB = 2, NW = 2. A stricter check of the
+ *     lane threads' own wake-ups, which the rescue thread's timed parks would otherwise
+ *     cover (100 ms late): work may stay queued only if both lane threads are stuck.
+ *   3 sync: as 1 with the syncer, NB = 1, NW = 1.
+ * Every process blocked at that point must be at an end label (spin's invalid end states
+ * catch a model that blocks anywhere else).
  *
- * Left out: the pool's life (closing, draining, cancelling); fairness (run_lane's break
- * every LANEPOOL__FAIR_EVERY tasks: at most NW tasks here); the ring's claimed but
- * unpublished cells (a push is one step; run_lane's `pending` wait only delays); the
- * overflow lists (a queue is a count); lane-bound work for lane 1 and the rescue lane's
- * own queue (empty); the rescue thread's measure of progress (after each park it may
- * act or not, freely); spinner slots, spin budgets and `warm` (a thread may spin or
- * not); lane tasks that block (they hold their lane: its queue then waits by design);
- * the note of the waker and yield_to_waker.
+ * Steps: each store, CAS and load of the pairs is its own step. Merged into one step: a
+ * conjunction of loads that lets a thread go on only if all hold (excl == 0 && queued;
+ * away && excl == 0 && queued; spinning == 0 && idle != 0; rescue_idle && PARKED): each
+ * outcome `false` of the loads in turn is the outcome of the one step at the moment the
+ * failing load read, and `false` is the outcome that lets a thread sleep or a pusher
+ * wake nobody. wake_thread's load and CAS: one CAS. A holder runs its lane's queue in
+ * one step (while a lane is held, no look reads its count: every look asks excl == 0).
+ *
+ * Left out: the pool's life (closing, draining, cancelling: cancel_pass, the cancel in
+ * excl_release, lifecycle's wakes); claimed but unpublished ring cells (a push is one
+ * step; run_lane's `pending` wait only delays); the overflow lists (a queue is a count);
+ * lane-bound work for lane 1 and for the rescue lane (so neither is ever orphaned);
+ * the helping sync waiter (sync.c, help_until_answered: helpers, help_seq, and
+ * lane_kick's and sync_answer's wake of it): a thread stuck in a band job stays inert
+ * here; spinner slots, budgets, `warm` and the spinner's looks before its last (a
+ * thread spins or not, freely; a look that finds work ends the spin as the last look
+ * would); the rescue thread's measure of progress, its first look and its calm
+ * (rescue_calm_until): a timed park ends at once here and the thread acts whenever it
+ * is scheduled, since a slower rescue thread is an interleaving the model already has;
+ * the waker's note and yield_to_waker. Lane tasks return, unless LANE_BLOCKS is defined.
  *
  * BROKEN selects a wrong variant, to see the checker catch it:
  *   1: a lane push does not look at `away` (no band_wake for a lane whose thread is away)
  *   2: park does not look at the work once more after PARKED and idle++
- *   3: a spinner does not look once more after spinning-- (the thread then parks, and
- *      park_begin's look covers it: see check-bandq)
- *   4: excl_release does not look at the lane's queue after storing 0
+ *   3: a spinner does not look once more after spinning--. NOT a defect, and not caught:
+ *      a spinner that found nothing parks, and park_begin's look (after PARKED, idle++)
+ *      is the same work_for after the same spinning--; check-bandq requires it to pass
+ *   4: excl_release does not look at the lane's queue after storing excl = 0
  *   5: go_away does not look at its own lane after storing away = 1
+ *   6: the fair turn does not announce its lane (no band_wake when go_away finds it
+ *      free with work). Caught before variant 7's wake existed; NOT a defect with it
+ *      (the push's own wake and the wake as a thread starts its lane cover the fair
+ *      turn): check-bandq requires it to pass
+ *   7: a thread about to run its own lane's queue does not wake another for band work
+ *      queued (the wake it was counted on)
+ *
+ * LANE_BLOCKS: a task of lane 0 may block forever, holding the lane (its queue then
+ * waits by design: exempt). A band push counts on a thread (one it woke, or a spinner it
+ * saw); if that thread takes its own lane's work first and the task blocks, the band job
+ * must not wait for the rescue thread's timeout: the thread wakes another as it starts
+ * its lane (variant 7 leaves that out, and SCEN 2, with no rescue thread, catches it).
  */
 #ifndef BROKEN
 #define BROKEN 0
@@ -60,63 +102,69 @@
 
 #define AWAKE  0
 #define PARKED 1
-#define NL 2        /* lanes (and lane threads) of the band */
-#define R  2        /* the rescue thread's index in sleeping[] and away[] */
-#define NB 2        /* band jobs pushed */
-#define NW 2        /* lane-bound tasks pushed onto lane 0 */
-#define SYNC_ID 4   /* excl holders: lane thread i is i + 1, the rescue thread 3 */
+#define NL 2          /* lanes (and lane threads) of the band */
+#define R  2          /* the rescue thread's index in sleeping[] */
+#define RESCUE_ID 3   /* excl holders: lane thread i is i + 1 */
+#define SYNC_ID   4
+
 #if SCEN == 1
-#define NPROD 3     /* band_producer, lane_producer, syncer */
+#define NB 2          /* band jobs pushed */
+#define NW 2          /* lane-bound tasks pushed onto lane 0 */
+#define NPROD 2       /* processes that count themselves done */
+#define THREADS 3     /* threads that may take work (lane threads, rescue thread) */
+#elif SCEN == 2
+#define NB 2
+#define NW 2
+#define NPROD 2
+#define THREADS 2
 #else
+#define NB 1
+#define NW 1
 #define NPROD 3
+#define THREADS 3
 #endif
 
-byte sleeping[NL + 1];  /* lane->sleeping */
-bool away[NL + 1];      /* lane->away */
-byte excl[NL];          /* lane->excl: 0 free, else its holder */
-byte q[NL];             /* the lane's queue: tasks queued */
-byte bq = 0;            /* the band's queue: jobs queued */
-byte idle = 0;          /* band->idle */
-byte spinning = 0;      /* band->spinning */
+byte sleeping[NL + 1];    /* lane->sleeping */
+bool away[NL];            /* lane->away */
+byte excl[NL];            /* lane->excl */
+byte q[NL];               /* the lane's queue: tasks queued */
+byte bq = 0;              /* the band's queue: jobs queued */
+byte idle = 0;            /* band->idle */
+byte spinning = 0;        /* band->spinning */
 bool rescue_idle = false; /* band->rescue_idle */
-byte stuck = 0;         /* threads in a band job that never returns */
-byte done = 0;          /* producers finished */
+byte stuck = 0;           /* threads in a task that never returns */
+byte done = 0;            /* producers finished */
 
-/* lanepool__wake_thread: load, then CAS PARKED -> AWAKE. */
+/* lanepool__wake_thread: CAS PARKED -> AWAKE. */
 inline wake_thread(l, woke) {
-  if
-  :: sleeping[l] == PARKED ->
-     atomic { if :: sleeping[l] == PARKED -> sleeping[l] = AWAKE; woke = true
-                 :: else -> woke = false fi }
-  :: else -> woke = false
-  fi
+  atomic { if :: sleeping[l] == PARKED -> sleeping[l] = AWAKE; woke = true
+              :: else -> woke = false fi }
 }
 
-/* lanepool__band_wake: one parked lane thread if none spins and some are idle, starting
- * anywhere (wake_turn); the rescue thread if it is parked untimed. */
-inline band_wake(k, woke, t) {
-  t = (spinning == 0);
-  if :: t -> t = (idle != 0) :: else -> skip fi;
+/* lanepool__band_wake: one parked lane thread if none spins and some are idle (from
+ * either end: wake_turn); the rescue thread if it parked untimed. */
+inline band_wake(woke, t) {
+  t = (spinning == 0 && idle != 0);
   if
   :: t ->
-     if :: k = 0 :: k = 1 fi;
-     wake_thread(k, woke);
-     if :: !woke -> k = 1 - k; wake_thread(k, woke) :: else -> skip fi;
-     k = 0
+     if
+     :: true -> wake_thread(0, woke); if :: !woke -> wake_thread(1, woke) :: else -> skip fi
+     :: true -> wake_thread(1, woke); if :: !woke -> wake_thread(0, woke) :: else -> skip fi
+     fi
   :: else -> skip
   fi;
-  t = rescue_idle;
-  if :: t -> wake_thread(R, woke) :: else -> skip fi;
+  atomic { if :: rescue_idle && sleeping[R] == PARKED -> sleeping[R] = AWAKE
+              :: else -> skip fi };
   t = false; woke = false
 }
 
 /* lanepool__lane_kick: wake the lane's thread; else, if it is away, the band. */
-inline lane_kick(l, k, woke, t) {
+inline lane_kick(l, woke, t) {
   wake_thread(l, woke);
   if
   :: !woke ->
      t = away[l];
-     if :: t -> band_wake(k, woke, t) :: else -> skip fi
+     if :: t -> band_wake(woke, t) :: else -> skip fi
   :: else -> skip
   fi;
   woke = false; t = false
@@ -128,111 +176,105 @@ inline excl_try(l, id, r) {
 }
 
 /* lanepool__excl_release: store 0, then look at the queue. */
-inline excl_release(l, k, woke, t) {
+inline excl_release(l, r, woke, t) {
   excl[l] = 0;
   if
-  :: BROKEN != 4 && q[l] > 0 -> lane_kick(l, k, woke, t)
-  :: else -> skip
-  fi
+  :: BROKEN != 4 -> r = (q[l] > 0)
+  :: else -> r = false
+  fi;
+  if :: r -> r = false; lane_kick(l, woke, t) :: else -> skip fi
 }
 
-/* run_lane: the holder runs the queue until it is empty (a lane task returns). */
-inline run_lane(l) {
-  do
-  :: q[l] > 0 -> q[l]--
-  :: else -> break
-  od
-}
+/* run_lane: the holder runs the queue until it finds it empty (one step: see above).
+ * With LANE_BLOCKS a task of lane 0 may never return (the lane stays held). */
+#ifdef LANE_BLOCKS
+#define RUN_LANE(l, blocked) \
+  q[l] = 0; \
+  if :: true -> skip :: l == 0 -> stuck++; blocked: false fi
+#else
+#define RUN_LANE(l, blocked) q[l] = 0
+#endif
 
-/* orphaned(s): away, free, with work queued (three loads). */
-inline orphaned(s, r) {
-  r = away[s];
-  if :: r -> r = (excl[s] == 0) :: else -> skip fi;
-  if :: r -> r = (q[s] > 0) :: else -> skip fi
-}
+/* A lane free with work queued (lanepool__work_for's first look, go_away's look). */
+#define FREE_WITH_WORK(l) (excl[l] == 0 && q[l] > 0)
+/* orphaned(s): away, free, with work queued. */
+#define ORPHANED(s) (away[s] && excl[s] == 0 && q[s] > 0)
 
 /* lanepool__work_for (a lane thread): its own lane free with work, band work, or an
- * orphaned sibling. */
-inline work_for(me, sib, r) {
-  r = (excl[me] == 0);
-  if :: r -> r = (q[me] > 0) :: else -> skip fi;
+ * orphaned sibling: three looks, in this order. */
+inline work_for(me, r) {
+  r = FREE_WITH_WORK(me);
   if :: !r -> r = (bq > 0) :: else -> skip fi;
-  if :: !r -> orphaned(sib, r) :: else -> skip fi
+  if :: !r -> r = ORPHANED(1 - me) :: else -> skip fi
 }
 
-/* go_away: away = 1, then one look at its own lane (true: it has work and is free). */
+/* go_away: away = 1, then one look at its own lane (true: free with work). */
 inline go_away(me, r) {
   away[me] = true;
   if
-  :: BROKEN != 5 ->
-     r = (excl[me] == 0);
-     if :: r -> r = (q[me] > 0) :: else -> skip fi
+  :: BROKEN != 5 -> r = FREE_WITH_WORK(me)
   :: else -> r = false
   fi
 }
 
-/* band_has_waiting_work (the rescue thread): band work, or an orphaned lane. */
-inline waiting(r, i) {
-  r = (bq > 0);
-  i = 0;
-  do
-  :: !r && i < NL -> orphaned(i, r); i++
-  :: else -> break
-  od;
-  i = 0
-}
-
 proctype lane_thread(byte me) {
-  byte sib = 1 - me, k = 0;
-  bool r = false, t = false, woke = false;
+  bool r = false, t = false, woke = false, fair = false;
 loop:
-  /* 1. its own lane's queue, if the lane is free */
+  /* 1. its own lane's queue, if the lane is free (has_work, then excl_try: one step) */
   if
-  :: q[me] > 0 ->
-     excl_try(me, me + 1, r);
+  :: atomic { FREE_WITH_WORK(me) -> excl[me] = me + 1 } ->
+     away[me] = false;                                 /* come_back */
+     /* band work pushed meanwhile may have counted on this thread: wake another */
+     if :: BROKEN != 7 && bq > 0 -> band_wake(woke, t) :: else -> skip fi;
      if
-     :: r ->
-        r = false;
-        away[me] = false;                        /* come_back */
-        run_lane(me);
-        excl_release(me, k, woke, t);
-        goto loop
-     :: else -> skip
-     fi
+     :: true -> RUN_LANE(me, end_own_task)             /* until the queue is empty */
+     :: bq > 0 -> fair = true      /* or, band work waiting at a LANEPOOL__FAIR_EVERY-th
+                                      task, it gives the lane up with work queued */
+     fi;
+     excl_release(me, r, woke, t);
+     if :: fair -> goto band :: else -> goto loop fi   /* the fair turn: one band job */
   :: else -> skip
   fi;
-  /* 2. one band job */
+  /* 2. one band job (run_band_job) */
+band:
   if
   :: bq > 0 ->
      go_away(me, r);
-     if :: r -> r = false; goto loop :: else -> skip fi;   /* its own lane first */
+     if
+     :: r && !fair -> r = false; goto loop             /* its own lane first */
+     :: r && fair ->                   /* the fair turn: its lane, announced, waits */
+        r = false;
+        if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
+     :: else -> skip
+     fi;
      atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };  /* bandq_take */
      if
      :: r ->
-        r = false;
-        if :: bq > 0 -> band_wake(k, woke, t) :: else -> skip fi;   /* more waiting */
+        fair = false;
+        r = (bq > 0);                                  /* more waiting: wake another */
+        if :: r -> r = false; band_wake(woke, t) :: else -> skip fi;
         if
-        :: true -> skip                          /* the job returns */
+        :: true -> goto loop                           /* the job returns */
         :: stuck++;
-end_stuck:  false                                /* ... or never */
-        fi;
-        goto loop
+end_stuck:  false                                      /* ... or never */
+        fi
      :: else -> skip
      fi
   :: else -> skip
   fi;
-  /* 3. adopt a sibling lane (relaxed loads: then go_away, then the CAS) */
-  orphaned(sib, r);
+  if :: fair -> fair = false; goto loop :: else -> skip fi  /* a fair turn with no job:
+                                                               on to its own lane */
+  /* 3. adopt the sibling lane: orphaned (relaxed loads), then go_away, then the CAS */
   if
-  :: r ->
+  :: ORPHANED(1 - me) ->
      go_away(me, r);
      if :: r -> r = false; goto loop :: else -> skip fi;
-     excl_try(sib, me + 1, r);
+     excl_try(1 - me, me + 1, r);
      if
      :: r ->
         r = false;
-        run_lane(sib);
-        excl_release(sib, k, woke, t);
+        RUN_LANE(1 - me, end_adopted_task);
+        excl_release(1 - me, r, woke, t);
         goto loop
      :: else -> skip
      fi
@@ -241,18 +283,17 @@ end_stuck:  false                                /* ... or never */
   /* 4. nothing to take: come back, spin, park */
   away[me] = false;
   if
-  :: true -> skip                                /* no budget, or no spinner slot */
+  :: true -> skip                                      /* no budget, or no spinner slot */
   :: true ->
      spinning++;
-     if :: true -> work_for(me, sib, r) :: true -> skip fi;   /* a look while spinning */
      spinning--;
-     if :: BROKEN != 3 && !r -> work_for(me, sib, r) :: else -> skip fi;
+     if :: BROKEN != 3 -> work_for(me, r) :: else -> skip fi;
      if :: r -> r = false; goto loop :: else -> skip fi
   fi;
   /* lanepool__park: park_begin, then wait */
   sleeping[me] = PARKED;
   idle++;
-  if :: BROKEN != 2 -> work_for(me, sib, r) :: else -> skip fi;
+  if :: BROKEN != 2 -> work_for(me, r) :: else -> skip fi;
   if
   :: r ->
      r = false;
@@ -267,119 +308,90 @@ end_park:
   goto loop
 }
 
+/* The rescue thread: lane_loop with spare set (its own queue: empty). */
 proctype rescue() {
-  byte k = 0, i = 0;
-  bool r = false, t = false, woke = false, timed = false, calm = false;
+  bool r = false, t = false, woke = false;
 loop:
-  /* lanepool__park_rescue. park_begin: PARKED, no idle; its look finds nothing (its own
-   * queue is left out, and the rescue thread takes band work only when stuck). */
-  sleeping[R] = PARKED;
+  /* lanepool__park_rescue: park_begin's PARKED (seen by a waker only once rescue_idle is
+   * 1), rescue_idle = 1, then band_has_waiting_work (lane 1 has no lane-bound work) */
+  atomic { sleeping[R] = PARKED; rescue_idle = true };
+  r = (bq > 0);
+  if :: !r -> r = ORPHANED(0) :: else -> skip fi;
   if
-  :: calm -> timed = true                        /* within a timeout of its last wake */
-  :: true -> waiting(timed, i)                   /* (or the calm is over) */
-  fi;
-  if
-  :: !timed ->
-     rescue_idle = true;
-     waiting(r, i);
-     if :: r -> r = false; rescue_idle = false; timed = true :: else -> skip fi
-  :: else -> skip
-  fi;
-  if
-  :: timed ->
-     sleeping[R] = AWAKE;                        /* a wake, or the timeout's CAS */
-     timed = false;
-     calm = false
+  :: r -> r = false; atomic { rescue_idle = false; sleeping[R] = AWAKE }  /* timed */
   :: else ->
 end_rpark:
-     sleeping[R] == AWAKE;
-     rescue_idle = false;
-     calm = true
+     sleeping[R] == AWAKE;                               /* untimed */
+     rescue_idle = false
   fi;
-  /* rescue_look: acts only when no lane thread finished a task over a whole timeout */
+  /* rescue_look: a lane whose thread is away, with work queued (away, has_work, then
+   * excl_try) first */
+  r = (away[0] && q[0] > 0);
+  if :: r -> excl_try(0, RESCUE_ID, r) :: else -> skip fi;
   if
-  :: true -> goto loop                           /* progress seen, or not long enough */
-  :: true -> skip
+  :: r ->
+     r = false;
+     RUN_LANE(0, end_rescued_task);
+     excl_release(0, r, woke, t);
+     goto loop
+  :: else -> skip
   fi;
-  /* run_band_job (go_away: its own lane is empty) */
+  /* ... else run_band_job (its go_away finds its own lane empty) */
+  atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };
   if
-  :: bq > 0 ->
-     away[R] = true;
-     atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };
+  :: r ->
+     r = (bq > 0);
+     if :: r -> r = false; band_wake(woke, t) :: else -> skip fi;
      if
-     :: r ->
-        r = false;
-        if :: bq > 0 -> band_wake(k, woke, t) :: else -> skip fi;
-        if
-        :: true -> skip
-        :: stuck++;
+     :: true -> skip
+     :: stuck++;
 end_rstuck: false
-        fi;
-        goto loop
-     :: else -> skip
      fi
   :: else -> skip
   fi;
-  /* a lane whose thread is away, with work queued */
-  do
-  :: i < NL ->
-     r = away[i];
-     if :: r -> r = (q[i] > 0) :: else -> skip fi;
-     if :: r -> excl_try(i, 3, r) :: else -> skip fi;
-     if
-     :: r ->
-        r = false;
-        run_lane(i);
-        excl_release(i, k, woke, t);
-        i = 0;
-        goto loop
-     :: else -> i++
-     fi
-  :: else -> i = 0; goto loop
-  od
+  goto loop
 }
 
 proctype band_producer() {
-  byte n = 0, k = 0;
+  byte n = 0;
   bool woke = false, t = false;
   do
-  :: n < NB -> bq++; n++; band_wake(k, woke, t)  /* lanepool__band_push */
+  :: n < NB -> bq++; n++; band_wake(woke, t)            /* lanepool__band_push */
   :: else -> break
   od;
   done++
 }
 
 proctype lane_producer() {
-  byte n = 0, k = 0;
+  byte n = 0;
   bool woke = false, t = false;
   do
-  :: n < NW ->                                   /* lane_push onto lane 0 */
+  :: n < NW ->                                          /* lane_push onto lane 0 */
      q[0]++; n++;
      t = (excl[0] == 0);
      if
-     :: t ->
+     :: t ->                                            /* (held: its holder looks) */
         wake_thread(0, woke);
         if
         :: !woke && BROKEN != 1 ->
            t = away[0];
-           if :: t -> band_wake(k, woke, t) :: else -> skip fi
+           if :: t -> band_wake(woke, t) :: else -> skip fi
         :: else -> skip
-        fi;
-        woke = false; t = false
-     :: else -> skip                             /* held: its holder looks */
-     fi
+        fi
+     :: else -> skip
+     fi;
+     woke = false; t = false
   :: else -> break
   od;
   done++
 }
 
 proctype syncer() {
-  byte k = 0;
   bool r = false, woke = false, t = false;
-  excl_try(0, SYNC_ID, r);                       /* take_for_inline */
+  excl_try(0, SYNC_ID, r);                              /* take_for_inline */
   if
-  :: r -> excl_release(0, k, woke, t)           /* ran its closure, or found work: finish_inline */
-  :: else -> skip                                /* (a queued sync: a push, left out) */
+  :: r -> r = false; excl_release(0, r, woke, t)       /* finish_inline */
+  :: else -> skip             /* (refused: it would queue its closure, a lane push) */
   fi;
   done++
 }
@@ -388,10 +400,10 @@ proctype syncer() {
 proctype monitor() {
   timeout ->
   assert(done == NPROD);
-#if SCEN == 1
-  assert(bq == 0 && q[0] == 0 && q[1] == 0)
+#ifdef LANE_BLOCKS
+  assert(stuck == THREADS || (bq == 0 && (q[0] == 0 || excl[0] != 0) && q[1] == 0))
 #else
-  assert(stuck == NL || (bq == 0 && q[0] == 0 && q[1] == 0))
+  assert(stuck == THREADS || (bq == 0 && q[0] == 0 && q[1] == 0))
 #endif
 }
 
@@ -401,13 +413,18 @@ init {
     sleeping[1] = AWAKE;
     sleeping[R] = AWAKE;
     run lane_thread(0);
+#if SCEN == 2
     run lane_thread(1);
-#if SCEN == 1
+#else
+    away[1] = true;       /* lane 1's thread: in a band job that never returns */
+    stuck = 1;
     run rescue();
+#endif
+#if SCEN == 3
+    run syncer();
 #endif
     run band_producer();
     run lane_producer();
-    run syncer();
     run monitor()
   }
 }

@@ -256,10 +256,15 @@ typedef struct lanepool__counter {
 } lanepool__counter;
 
 /* A band's shared queue of band work (bandq.c) and who is free to take it (park.c).
- * Every accepted band job is in `ring` or `spill`, where every thread of the band (its
- * lanes' threads and its rescue thread) can take it. */
+ * Every accepted band job is in one of `rings` or in `spill`, where every thread of the
+ * band (its lanes' threads and its rescue thread) can take it. */
 typedef struct lanepool__band {
-  lanepool__ring ring; /* many producers, many consumers (lanepool__ring_take) */
+  /* [once] one ring per lane of the band, each many-producer many-consumer
+   * (lanepool__ring_take): a producer pushes to one (a lane's thread to its own lane's),
+   * a thread takes from its own lane's first, then from the others. Shards, so that
+   * producers and takers do not all meet on one head and one tail. */
+  lanepool__ring *rings;
+  uint32_t shards;
   lanepool__spill spill;
   /* Threads of the band parked without a timeout, and spinning now. A band push reads
    * them after its CAS on tail (seq_cst: the Dekker pair with a thread that stores
@@ -404,9 +409,9 @@ extern _Atomic uint64_t lanepool__rescue_ns;
 #endif
 
 /* Fairness between the two kinds of work (worker.c, lane_loop): a thread running its
- * lane's queue looks at the band queue once per this many tasks, and runs one band job
- * before going on if there is one (Go's scheduler looks at its global run queue every
- * 61 ticks for the same reason). */
+ * lane's queue looks once per this many tasks for work that waits for any thread of the
+ * band (a band job, a lane whose thread is away), and takes it before going on (Go's
+ * scheduler looks at its global run queue every 61 ticks for the same reason). */
 #define LANEPOOL__FAIR_EVERY 61u
 
 /* trace.c: an event trace, compiled in only with LANEPOOL_TRACE defined. */
@@ -648,6 +653,6 @@ extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];
 
 /* The scheduler's files and what they offer each other (spill.c, bandq.c, lane.c,
  * park.c, sync.c, worker.c). */
-#include "sched.h"
+#include "scheduler.h"
 
 #endif /* LANEPOOL_INTERNAL_H */

@@ -134,15 +134,30 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
   return rc;
 }
 
+/* Which ring of a band's queue a producer pushes into: a lane's thread its own lane's (it
+ * takes from there first, so a task's next job stays with it unless a free thread comes
+ * first), any other thread one of its own, numbered as threads first push. */
+static __thread uint32_t producer_shard = UINT32_MAX;
+static _Atomic uint32_t next_producer_shard;
+
+static inline uint32_t shard_of_caller(lanepool_t *pool, uint32_t b) {
+  lanepool_lane_t *me = lanepool__thread_lane;
+  if (me && me->pool == pool && me->band == b) return me->index;
+  if (__builtin_expect(producer_shard == UINT32_MAX, 0))
+    producer_shard = atomic_fetch_add_explicit(&next_producer_shard, 1, memory_order_relaxed);
+  return producer_shard;
+}
+
 int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags) {
   lanepool__band *band = &pool->bands[b];
   LANEPOOL__TRACE(PUSH, NULL, b, fn, ctx);
-  int rc =
-      lanepool__bandq_push(band, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN, pool->hard_capacity);
+  uint32_t shard = shard_of_caller(pool, b);
+  int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN,
+                                pool->hard_capacity);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     rc = lanepool__is_own_lane(pool)
-             ? lanepool__bandq_push(band, fn, ctx, arg, true, pool->hard_capacity)
+             ? lanepool__bandq_push(band, shard, fn, ctx, arg, true, pool->hard_capacity)
              : ESHUTDOWN;
   if (rc) return rc;
   lanepool__band_wake(pool, b); /* pair 2 */
@@ -161,17 +176,21 @@ static inline bool orphaned(const lanepool_lane_t *s) {
          lanepool__lane_has_work(s);
 }
 
+bool lanepool__band_waits(lanepool_lane_t *me) {
+  lanepool_t *pool = me->pool;
+  if (lanepool__bandq_nonempty(&pool->bands[me->band])) return true;
+  uint32_t n = pool->lanes_per_band;
+  for (uint32_t k = 1; k <= n; k++)
+    if (orphaned(lanepool__band_lane(pool, me->band, (me->index + k) % (n + 1)))) return true;
+  return false;
+}
+
 bool lanepool__work_for(lanepool_lane_t *lane) {
   if (lanepool__ring_closed(&lane->ring)) return true; /* time to end */
   if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(lane))
     return true;
   if (lane->spare) return false; /* the rescue thread takes band work only when stuck */
-  lanepool_t *pool = lane->pool;
-  if (lanepool__bandq_nonempty(&pool->bands[lane->band])) return true;
-  uint32_t n = pool->lanes_per_band; /* the band's other lanes, then its rescue lane */
-  for (uint32_t k = 1; k <= n; k++)
-    if (orphaned(lanepool__band_lane(pool, lane->band, (lane->index + k) % (n + 1)))) return true;
-  return false;
+  return lanepool__band_waits(lane);
 }
 
 /* ---- spinning ------------------------------------------------------------------------ */

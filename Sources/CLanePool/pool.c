@@ -249,13 +249,9 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   if (!rc)
     rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, &pool->topology,
                         allowed, allowed_count, plan);
-  /* Each band's queue: room for a ring's worth per lane (at least one ring, at most
-   * 65,536 cells beyond that), a power of two. */
-  uint64_t bq_cap = 2;
-  while (bq_cap < (uint64_t)pool->ring_capacity * per_band && bq_cap < 65536) bq_cap *= 2;
-  if (bq_cap < pool->ring_capacity) bq_cap = pool->ring_capacity;
+  /* Each band's queue: a ring per lane, as large as a lane's. */
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
-    rc = lanepool__bandq_init(&pool->bands[b], (uint32_t)bq_cap);
+    rc = lanepool__bandq_init(&pool->bands[b], per_band, pool->ring_capacity);
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
     for (uint32_t i = 0; !rc && i < per_band; i++) {
       lanepool_lane_t *lane = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);

@@ -101,8 +101,9 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
 
 /* Runs the queue of `lane`, whose exclusion this thread (of lane `me`) holds, in order;
  * gives the lane up when the queue is empty, once *stop is set (a sync waiter's own sync
- * ran), or every LANEPOOL__FAIR_EVERY tasks when band work waits or `most` ran (the queue
- * is then announced: lanepool__excl_release). Returns the tasks run. */
+ * ran), or every LANEPOOL__FAIR_EVERY tasks when other work waits for the band (band
+ * jobs, a lane whose thread is away) or `most` ran (the queue is then announced:
+ * lanepool__excl_release). Returns the tasks run. */
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
                             unsigned source, _Atomic uint32_t *stop) {
   lanepool__held held = {lane, NULL};
@@ -110,13 +111,12 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
   lanepool__held_now = &held;
   lanepool__current = lane;
   lanepool__running_lane = lane;
-  lanepool__band *band = &me->pool->bands[me->band];
   uint32_t ran = 0;
   for (;;) {
     if (lanepool__life_cancelling(me->pool)) break;
     if (stop && atomic_load_explicit(stop, memory_order_acquire)) break;
     if (ran && ran % LANEPOOL__FAIR_EVERY == 0 &&
-        (ran >= most || (!me->spare && lanepool__bandq_nonempty(band))))
+        (ran >= most || (!me->spare && lanepool__band_waits(me))))
       break;
     lanepool__task task;
     bool pending;

@@ -6,9 +6,10 @@
  * The loop (lane_loop) takes work from a short list of sources, in this order:
  *  1. its own lane's queue, if the lane is free: it takes the lane's exclusion and runs
  *     the lane's tasks in order (run_lane), until the queue is empty; every
- *     LANEPOOL__FAIR_EVERY tasks it looks at the band queue and, if band work waits,
- *     gives the lane up and runs one band job first (fairness; the lane, with work
- *     queued and its thread away, is announced to the band meanwhile).
+ *     LANEPOOL__FAIR_EVERY tasks it looks for work that waits for any thread of the band
+ *     (a band job, a lane whose thread is away) and, if some waits, gives its lane up
+ *     and takes that first (fairness; its lane, with work queued and its thread away,
+ *     is announced to the band meanwhile).
  *  2. its band's queue (bandq.c): one band job, holding no lane.
  *  3. a sibling lane whose thread is away (running a band job, maybe blocked in it)
  *     with work queued and free: it takes that lane's exclusion and runs its queue, in
@@ -45,15 +46,19 @@ static void come_back(lanepool_lane_t *me) {
     atomic_store_explicit(&me->away, 0, memory_order_seq_cst);
 }
 
-/* Step 3: a sibling's queue that waits for any thread of the band. */
-static bool adopt_sibling(lanepool_lane_t *me) {
+/* Step 3: a sibling's queue that waits for any thread of the band. Its own lane first,
+ * unless this is the fair turn (as for a band job, below). */
+static bool adopt_sibling(lanepool_lane_t *me, bool fair) {
   uint32_t n = me->pool->lanes_per_band;
   for (uint32_t k = 1; k <= n; k++) { /* the band's lanes, then its rescue lane */
     lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, (me->index + k) % (n + 1));
     if (!atomic_load_explicit(&s->away, memory_order_relaxed) ||
         atomic_load_explicit(&s->excl, memory_order_relaxed) != 0 || !lanepool__lane_has_work(s))
       continue;
-    if (go_away(me)) return true; /* its own lane first */
+    if (go_away(me)) {
+      if (!fair) return true; /* its own lane first */
+      lanepool__band_wake(me->pool, me->band);
+    }
     if (!lanepool__excl_try(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
     uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_ADOPTED, NULL);
@@ -74,7 +79,7 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
     lanepool__band_wake(me->pool, me->band);
   }
   lanepool__task task;
-  if (!lanepool__bandq_take(band, &task)) return false;
+  if (!lanepool__bandq_take(band, me->index, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
   if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
@@ -172,17 +177,22 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (fair_turn) {
       fair_turn = false;
-      got = !me->spare && run_band_job(me, LANEPOOL__FROM_BAND, true);
+      got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
+                           (pool->lanes_per_band > 1 && adopt_sibling(me, true)));
     }
     if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
       come_back(me);
+      /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
+       * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
+       * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
+      if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
       uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL);
       fair_turn = ran && ran % LANEPOOL__FAIR_EVERY == 0;
       got = true;
     }
     if (!got && !me->spare)
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
-            (pool->lanes_per_band > 1 && adopt_sibling(me));
+            (pool->lanes_per_band > 1 && adopt_sibling(me, false));
     if (got) continue;
     /* Nothing to take. */
     if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)

@@ -1,12 +1,12 @@
 /*
- * sched.h - the scheduler's files and what they offer each other, bottom up: overflow
+ * scheduler.h - the scheduler's files and what they offer each other, bottom up: overflow
  * lists (spill.c), a band's queue (bandq.c), a lane's queue (lane.c), submitting and
  * waking, spinning and parking (park.c), a lane's exclusion and running its queue
  * (sync.c), a lane's thread (worker.c). docs/architecture.md, "The scheduler", draws
  * them. Included at the end of internal.h, whose structs they use.
  */
-#ifndef LANEPOOL_SCHED_H
-#define LANEPOOL_SCHED_H
+#ifndef LANEPOOL_SCHEDULER_H
+#define LANEPOOL_SCHEDULER_H
 
 /* spill.c: overflow lists */
 int lanepool__spill_init(lanepool__spill *l);
@@ -25,21 +25,21 @@ static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_or
   return atomic_load_explicit(&((lanepool__spill *)l)->count, order);
 }
 
-/* bandq.c: a band's queue of band work */
-int lanepool__bandq_init(lanepool__band *band, uint32_t capacity);
+/* bandq.c: a band's queue of band work: `shards` rings of `capacity` cells, and a list */
+int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity);
 void lanepool__bandq_free(lanepool__band *band);
-/* 0, EAGAIN (hard capacity, full), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
-int lanepool__bandq_push(lanepool__band *band, lanepool_fn fn, void *ctx, void *arg, bool own,
-                         bool hard);
-bool lanepool__bandq_take(lanepool__band *band, lanepool__task *out);
+/* Into shard `shard` (any number: taken modulo), or the list when that ring is full or
+ * the list holds tasks. 0, EAGAIN (hard capacity, that ring full), ESHUTDOWN, ENOMEM,
+ * LANEPOOL__RING_OWN_ONLY. */
+int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
+                         bool own, bool hard);
+/* A job, from shard `first` (modulo) on, then the list. */
+bool lanepool__bandq_take(lanepool__band *band, uint32_t first, lanepool__task *out);
 /* Band work queued (seq_cst loads: a side of the wake-up pairs). */
 bool lanepool__bandq_nonempty(const lanepool__band *band);
 uint64_t lanepool__bandq_depth(const lanepool__band *band);
 uint64_t lanepool__bandq_accepted(lanepool__band *band);
-/* Jobs taken so far (ring and list): the rescue thread's measure of progress. */
-uint64_t lanepool__bandq_taken(const lanepool__band *band);
 void lanepool__bandq_set_intake(lanepool__band *band, int intake);
-bool lanepool__bandq_closed(const lanepool__band *band);
 void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
                                  void *discard_arg);
 
@@ -161,9 +161,12 @@ void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);
 /* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
 bool lanepool__work_for(lanepool_lane_t *lane);
+/* Work waits for any thread of the band but `me`'s own lane: band jobs, or a lane (the
+ * rescue lane too) whose thread is away with work queued (seq_cst loads). */
+bool lanepool__band_waits(lanepool_lane_t *me);
 
 /* worker.c: a lane's thread */
 int lanepool__lane_start(lanepool_lane_t *lane);
 void lanepool__lane_join(lanepool_lane_t *lane);
 
-#endif /* LANEPOOL_SCHED_H */
+#endif /* LANEPOOL_SCHEDULER_H */
