@@ -44,7 +44,6 @@ enum {
   LANEPOOL__AT_DEFAULT,           /* before the default pool's lock is taken */
   LANEPOOL__AT_INTAKE,            /* before an intake change (rings, overflow, timers) */
   LANEPOOL__AT_FREE,              /* destroy: before the pool is freed */
-  LANEPOOL__AT_RESCUE_READ,       /* ring: the rescue lane between its claim of a cell and READ */
   /* Marks around blocking and spinning: */
   LANEPOOL__AT_SPIN,    /* in a loop waiting for another thread: pass the turn on */
   LANEPOOL__AT_BLOCK,   /* right before a call that may block (futex, join, condvar) */

@@ -144,6 +144,7 @@ struct lanepool_lane {
    * Dekker pair with a producer: push(CAS tail) ; load(excl)  against
    * store(excl = 0) ; load(tail)] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t excl;
+#define LANEPOOL__EXCL_CLOSED UINT32_MAX /* the lane's thread has left: nobody takes it */
   /* [excl holder, atomic: release store after each lane-bound task; acquire by the
    * drain scan] lane-bound tasks finished, whoever ran them */
   _Atomic uint64_t bound_done;
@@ -249,7 +250,7 @@ enum {
 };
 
 /* Values of lane->sleeping (lane.c). */
-enum { LANE_AWAKE = 0, LANE_PARKED = 1, LANE_LENT = 2 };
+enum { LANE_AWAKE = 0, LANE_PARKED = 1 };
 
 typedef struct lanepool__counter {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t value;
@@ -359,7 +360,7 @@ static inline bool lanepool__life_cancelling(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) ==
          LANEPOOL__LIFE_CANCELLING;
 }
-/* An inline sync may borrow a lane only while this is true. [seq_cst: see lane_borrow] */
+/* An inline sync may take a lane only while this is true. [seq_cst: see take_for_inline] */
 static inline bool lanepool__life_open(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_seq_cst) ==
          LANEPOOL__LIFE_OPEN;

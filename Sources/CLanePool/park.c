@@ -89,8 +89,8 @@ void lanepool__band_wake(lanepool_t *pool, uint32_t b) {
     (void)lanepool__wake_thread(lanepool__rescue_lane(pool, b), false);
 }
 
-void lanepool__lane_kick(lanepool_lane_t *lane) {
-  if (lanepool__wake_thread(lane, true)) return;
+void lanepool__lane_kick(lanepool_lane_t *lane, bool note) {
+  if (lanepool__wake_thread(lane, note)) return;
   /* Awake and not away: its thread looks at its lane before it goes away or parks. */
   if (!atomic_load_explicit(&lane->away, memory_order_seq_cst)) return;
   lanepool__band_wake(lane->pool, lane->band);
@@ -112,11 +112,8 @@ static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg
                                            : ESHUTDOWN;
   if (rc) return rc;
   /* Held: its holder looks at the queue when it gives the lane up (pair 1). */
-  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0) {
-    if (!lanepool__wake_thread(lane, !(flags & LANEPOOL__PUSH_WAITS)) &&
-        atomic_load_explicit(&lane->away, memory_order_seq_cst))
-      lanepool__band_wake(lane->pool, lane->band);
-  }
+  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
+    lanepool__lane_kick(lane, !(flags & LANEPOOL__PUSH_WAITS));
   lanepool_lane_t *cur = lanepool__thread_lane;
   if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
   return 0;
@@ -317,15 +314,6 @@ void lanepool__park(lanepool_lane_t *lane) {
   LANEPOOL__TRACE(UNPARK, lane, yielded, NULL, NULL);
 }
 
-/* The band's queue holds work, or a lane of the band waits for any thread (orphaned). */
-static bool band_has_waiting_work(lanepool_lane_t *rescue) {
-  lanepool_t *pool = rescue->pool;
-  if (lanepool__bandq_nonempty(&pool->bands[rescue->band])) return true;
-  for (uint32_t i = 0; i < pool->lanes_per_band; i++)
-    if (orphaned(pool->lanes[rescue->band * pool->lanes_per_band + i])) return true;
-  return false;
-}
-
 /* The rescue thread parks with a timeout (LANEPOOL__RESCUE_NS) while its band has work
  * waiting, or for one timeout after a wake; untimed otherwise, and then a push that
  * announces work wakes it (rescue_idle, pair 2). Returns after a wake or a timeout. */
@@ -333,10 +321,10 @@ void lanepool__park_rescue(lanepool_lane_t *lane) {
   if (park_begin(lane, NULL)) return;
   LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
   _Atomic uint32_t *idle = &lane->pool->bands[lane->band].rescue_idle;
-  bool timed = lanepool__now_ns() < lane->rescue_calm_until || band_has_waiting_work(lane);
+  bool timed = lanepool__now_ns() < lane->rescue_calm_until || lanepool__band_waits(lane);
   if (!timed) {
     atomic_store_explicit(idle, 1, memory_order_seq_cst);
-    if (band_has_waiting_work(lane)) {
+    if (lanepool__band_waits(lane)) {
       atomic_store_explicit(idle, 0, memory_order_relaxed);
       timed = true;
     }

@@ -134,9 +134,11 @@ extern __thread bool lanepool__band_job_running;
  * executed, and `lane`'s bound_done (a lane-bound task) or `me`'s band_done (lane NULL). */
 void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
                            unsigned source);
-/* Runs `lane`'s queue, whose exclusion the caller holds, in order, then gives the lane
- * up: until it is empty, *stop is set (stop non-NULL), or, every LANEPOOL__FAIR_EVERY
- * tasks, band work waits or `most` ran. The number of tasks run. */
+/* Runs `lane`'s queue, whose exclusion the caller (the thread of lane `me`) holds, in
+ * order, then gives the lane up (lanepool__excl_release: a queue left with work is
+ * announced): once it is empty, once *stop is set (stop non-NULL: a sync waiter's own
+ * sync ran), or, every LANEPOOL__FAIR_EVERY tasks, when `most` ran or other work waits
+ * for the band (lanepool__band_waits). The number of tasks run. */
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
                             unsigned source, _Atomic uint32_t *stop);
 
@@ -146,8 +148,9 @@ bool lanepool__wake_thread(lanepool_lane_t *lane, bool note);
 /* Work the band's threads must see was announced: wake an idle thread of the band if
  * none spins, and the band's rescue thread if it parks untimed. */
 void lanepool__band_wake(lanepool_t *pool, uint32_t band);
-/* A lane free with work queued: its thread if parked; if its thread is away, the band. */
-void lanepool__lane_kick(lanepool_lane_t *lane);
+/* A lane free with work queued: its thread if parked (`note`: tell it who woke it); if
+ * its thread is away, the band and the band's threads waiting for a sync there. */
+void lanepool__lane_kick(lanepool_lane_t *lane, bool note);
 /* flags: LANEPOOL__PUSH_OWN (the caller may submit while the pool drains),
  * LANEPOOL__PUSH_WAITS. arg NULL: fn(ctx); otherwise a two-argument task. 0, EAGAIN,
  * ESHUTDOWN, ENOMEM, EOWNERDEAD. */

@@ -50,7 +50,7 @@ static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *c
     done += more;
   }
   if (done && atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
-    lanepool__lane_kick(lane);
+    lanepool__lane_kick(lane, true);
   lanepool__call_leave(outer);
   if (accepted) *accepted = (size_t)done;
   return rc;

@@ -51,7 +51,7 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
   /* seq_cst (a release too: what the holder ran happens before the next holder's
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
-  if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane);
+  if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
 }
 
 /* ---- running a lane's queue ------------------------------------------------------ */
@@ -99,11 +99,6 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
                         memory_order_release);
 }
 
-/* Runs the queue of `lane`, whose exclusion this thread (of lane `me`) holds, in order;
- * gives the lane up when the queue is empty, once *stop is set (a sync waiter's own sync
- * ran), or every LANEPOOL__FAIR_EVERY tasks when other work waits for the band (band
- * jobs, a lane whose thread is away) or `most` ran (the queue is then announced:
- * lanepool__excl_release). Returns the tasks run. */
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
                             unsigned source, _Atomic uint32_t *stop) {
   lanepool__held held = {lane, NULL};

@@ -48,7 +48,7 @@ static void come_back(lanepool_lane_t *me) {
 
 /* Step 3: a sibling's queue that waits for any thread of the band. Its own lane first,
  * unless this is the fair turn (as for a band job, below). */
-static bool adopt_sibling(lanepool_lane_t *me, bool fair) {
+static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
   uint32_t n = me->pool->lanes_per_band;
   for (uint32_t k = 1; k <= n; k++) { /* the band's lanes, then its rescue lane */
     lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, (me->index + k) % (n + 1));
@@ -61,7 +61,7 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair) {
     }
     if (!lanepool__excl_try(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
-    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_ADOPTED, NULL);
+    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, source, NULL);
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
     return true;
   }
@@ -126,17 +126,8 @@ static bool rescue_look(lanepool_lane_t *me) {
   if (now - seen[1] < LANEPOOL__RESCUE_NS) return false;
   /* Lanes first: a thread stuck in a band job most often waits for a lane's work (short
    * lane-bound tasks), while a band job it would take may block in turn. */
-  uint32_t n = me->pool->lanes_per_band;
-  for (uint32_t i = 0; i < n; i++) {
-    lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, i);
-    if (!atomic_load_explicit(&s->away, memory_order_seq_cst) || !lanepool__lane_has_work(s) ||
-        !lanepool__excl_try(s))
-      continue;
-    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, LANEPOOL__FROM_RESCUE, NULL);
-    atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
-    return true;
-  }
-  return run_band_job(me, LANEPOOL__FROM_RESCUE, false);
+  return adopt_sibling(me, false, LANEPOOL__FROM_RESCUE) ||
+         run_band_job(me, LANEPOOL__FROM_RESCUE, false);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
@@ -154,6 +145,19 @@ static void cancel_pass(lanepool_lane_t *me) {
   for (uint32_t i = 0; i <= n; i++) {
     lanepool_lane_t *l = lanepool__band_lane(pool, me->band, i);
     if (l != me && lanepool__excl_try(l)) lanepool__excl_release(l);
+  }
+}
+
+/* The lane's thread leaves: nobody takes its lane's exclusion from now on (a sync that
+ * comes later is refused with the lane's ESHUTDOWN; one that holds the lane now is
+ * waited for), so nothing touches the lane's queue beside the discard pass. */
+static void close_exclusion(lanepool_lane_t *me) {
+  uint32_t free_ = 0;
+  while (!atomic_compare_exchange_weak_explicit(&me->excl, &free_, LANEPOOL__EXCL_CLOSED,
+                                                memory_order_seq_cst, memory_order_relaxed)) {
+    free_ = 0;
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield();
   }
 }
 
@@ -177,8 +181,9 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (fair_turn) {
       fair_turn = false;
-      got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
-                           (pool->lanes_per_band > 1 && adopt_sibling(me, true)));
+      got = !me->spare &&
+            (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
+             (pool->lanes_per_band > 1 && adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED)));
     }
     if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
       come_back(me);
@@ -192,7 +197,7 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (!got && !me->spare)
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
-            (pool->lanes_per_band > 1 && adopt_sibling(me, false));
+            (pool->lanes_per_band > 1 && adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED));
     if (got) continue;
     /* Nothing to take. */
     if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
@@ -217,6 +222,7 @@ static void lane_loop(lanepool_lane_t *me) {
     if (lanepool__spin_for_work(me)) continue;
     lanepool__park(me);
   }
+  close_exclusion(me);
 }
 
 static void *lane_resume(void *arg);

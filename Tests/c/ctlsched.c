@@ -362,11 +362,11 @@ void sched_end(sched_stats *out) {
 }
 
 static const char *const point_names[] = {
-    "claim_publish", "close_discard", "park",   "wake",        "timer_fire", "fork",
-    "drain_scan",    "cancel",        "spill",  "lend",        "escalate",   "quiescent",
-    "join_wait",     "calls_scan",    "state",  "counter",     "join",       "timer_heap",
-    "default",       "intake",        "free",   "rescue_read", "spin",       "block",
-    "resume",        "exit",          "unblock"};
+    "claim_publish", "close_discard", "park",  "wake",    "timer_fire", "fork",
+    "drain_scan",    "cancel",        "spill", "lend",    "escalate",   "quiescent",
+    "join_wait",     "calls_scan",    "state", "counter", "join",       "timer_heap",
+    "default",       "intake",        "free",  "spin",    "block",      "resume",
+    "exit",          "unblock"};
 _Static_assert(sizeof point_names / sizeof point_names[0] == LANEPOOL__AT_COUNT, "point names");
 
 static const char *point_name(int p) {

@@ -1356,16 +1356,25 @@ static void test_cancel_escalates_a_drain(void) {
 }
 
 /* ================================================================================
- * Locality (issue 11): LANEPOOL_SUBMIT_LOCAL keeps a chain on the calling lane.
+ * Locality (issue 11): a chain of band jobs submitted from its own steps (with
+ * LANEPOOL_SUBMIT_LOCAL, as the Swift executors do) goes into the band queue's ring of
+ * the submitting thread, which takes from it first; a free thread of the band may take a
+ * step too (nothing waits for a thread that is busy), so a step may move: every step
+ * runs once, on a thread of the band. How often one moves is a figure (lanepool-bench
+ * W9), not a verdict.
  * ================================================================================ */
 
 static lanepool_t *local_pool;
 static _Atomic(lanepool_lane_t *) local_first;
-static atomic_int local_moves, local_left;
+static atomic_int local_moves, local_left, local_off_band;
 static void local_step(void *ctx) {
   (void)ctx;
   lanepool_lane_t *self = NULL;
   lanepool_current_lane(&self);
+  lanepool_qos_t q = 0;
+  uint32_t index;
+  if (!self || lanepool_lane_position(self, &q, &index) != 0 || q != LANEPOOL_QOS_DEFAULT)
+    atomic_fetch_add(&local_off_band, 1);
   lanepool_lane_t *expected = NULL;
   if (!atomic_compare_exchange_strong(&local_first, &expected, self) && expected != self)
     atomic_fetch_add(&local_moves, 1);
@@ -1373,11 +1382,12 @@ static void local_step(void *ctx) {
     lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL, LANEPOOL_SUBMIT_LOCAL);
 }
 
-static void test_local_submit_stays_on_its_lane(void) {
-  begin("local_submit_stays_on_its_lane", 30);
+static void test_local_chain_runs_once_on_its_band(void) {
+  begin("local_chain_runs_once_on_its_band", 30);
   local_pool = make_pool("local", 2, 64, 0);
   atomic_store(&local_first, NULL);
   atomic_store(&local_moves, 0);
+  atomic_store(&local_off_band, 0);
   atomic_store(&local_left, 200);
   CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, local_step, NULL,
                                 LANEPOOL_SUBMIT_LOCAL),
@@ -1385,7 +1395,8 @@ static void test_local_submit_stays_on_its_lane(void) {
   CHECK_RC(lanepool_async_flags(local_pool, LANEPOOL_QOS_DEFAULT, noop, NULL, 4), EINVAL);
   CHECK_RC(lanepool_shutdown(local_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK(atomic_load(&local_left) == 0);
-  CHECK(atomic_load(&local_moves) == 0);
+  CHECK(atomic_load(&local_off_band) == 0);
+  printf("  a chain of 200 local steps moved between threads %d times\n", atomic_load(&local_moves));
   CHECK_RC(lanepool_destroy(local_pool), 0);
 }
 
@@ -2210,7 +2221,7 @@ int main(int argc, char **argv) {
       T(test_drain_runs_what_its_tasks_fan_out),
       T(test_drain_refuses_outsiders_takes_continuations),
       T(test_cancel_escalates_a_drain),
-      T(test_local_submit_stays_on_its_lane),
+      T(test_local_chain_runs_once_on_its_band),
       T(test_idle_sync_runs_inline_as_the_lane),
       T(test_sync_keeps_fifo_and_wakes_for_work_queued_meanwhile),
       T(test_inline_closure_ending_its_thread_gives_the_lane_back),

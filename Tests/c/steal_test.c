@@ -1602,7 +1602,8 @@ static void fe_g(void *arg) {
 }
 
 static void test_fed_lane_does_not_starve_a_waiting_sibling(void) {
-  current_test = "a lane fed without end does not starve a sibling whose thread waits for its queue";
+  current_test =
+      "a lane fed without end does not starve a sibling whose thread waits for its queue";
   memset(&fe, 0, sizeof fe);
   lanepool_t *p = make_pool("fed", 2);
   fe.l0 = lane_of(p, 0);
