@@ -145,9 +145,6 @@ struct lanepool_lane {
    * store(excl = 0) ; load(tail)] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t excl;
 #define LANEPOOL__EXCL_CLOSED UINT32_MAX /* the lane's thread has left: nobody takes it */
-  /* [excl holder, atomic: release store after each lane-bound task; acquire by the
-   * drain scan] lane-bound tasks finished, whoever ran them */
-  _Atomic uint64_t bound_done;
   /* Threads of the band waiting for a sync queued here that may run the lane's queue
    * themselves once it is free (sync.c, sync_queued), and the futex word they wait on:
    * bumped when the lane is given up with work queued and when a sync here ends.
@@ -167,6 +164,10 @@ struct lanepool_lane {
   /* [cons, atomic: release after each band job; acquire by the drain scan] band jobs
    * this thread finished (bandq.c counts what the band accepted) */
   _Atomic uint64_t band_done;
+  /* [excl holder, atomic: release store after each lane-bound task; acquire by the
+   * drain scan] lane-bound tasks of this lane finished, whoever ran them. Here, not on
+   * excl's line, which every producer reads: a store per task there cost W2 half. */
+  _Atomic uint64_t bound_done;
   _Atomic uint64_t busy_ns; /* [cons, atomic: relaxed] */
   /* [cons, atomic: release at start, acquire in create and info; stored 0 under
    * boost_lock when the thread leaves (lanepool__lane_thread_leaving), so a boost never

@@ -133,16 +133,18 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
 
 /* Which ring of a band's queue a producer pushes into: a lane's thread its own lane's (it
  * takes from there first, so a task's next job stays with it unless a free thread comes
- * first), any other thread one of its own, numbered as threads first push. */
-static __thread uint32_t producer_shard = UINT32_MAX;
-static _Atomic uint32_t next_producer_shard;
+ * first); any other thread the rings in turn, from a start of its own (threads are
+ * numbered as they first push), so that the band's threads each find work in their own
+ * ring and two producers seldom meet on one tail. */
+static __thread uint32_t producer_turn = UINT32_MAX;
+static _Atomic uint32_t next_producer;
 
 static inline uint32_t shard_of_caller(lanepool_t *pool, uint32_t b) {
   lanepool_lane_t *me = lanepool__thread_lane;
   if (me && me->pool == pool && me->band == b) return me->index;
-  if (__builtin_expect(producer_shard == UINT32_MAX, 0))
-    producer_shard = atomic_fetch_add_explicit(&next_producer_shard, 1, memory_order_relaxed);
-  return producer_shard;
+  if (__builtin_expect(producer_turn == UINT32_MAX, 0))
+    producer_turn = atomic_fetch_add_explicit(&next_producer, 1, memory_order_relaxed);
+  return producer_turn++;
 }
 
 int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx, void *arg,
@@ -192,7 +194,7 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
 
 /* ---- spinning ------------------------------------------------------------------------ */
 
-bool lanepool__spin_for_work(lanepool_lane_t *lane) {
+bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
   bool handed_off = lane->handed_off; /* see below */
   lane->handed_off = false;
@@ -221,7 +223,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane) {
   while (!found) {
     for (int i = 0; i < 64 && !found; i++) {
       found = (lanepool__ring_nonempty(&lane->ring) &&
-               atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0) ||
+               (holding || atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0)) ||
               lanepool__bandq_nonempty(band);
       if (!found) cpu_relax();
     }
@@ -243,7 +245,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane) {
    * woke no one. */
   atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
-  found = found || lanepool__work_for(lane);
+  found = found || (holding && lanepool__lane_has_work(lane)) || lanepool__work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;

@@ -138,9 +138,11 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
  * order, then gives the lane up (lanepool__excl_release: a queue left with work is
  * announced): once it is empty, once *stop is set (stop non-NULL: a sync waiter's own
  * sync ran), or, every LANEPOOL__FAIR_EVERY tasks, when `most` ran or other work waits
- * for the band (lanepool__band_waits). The number of tasks run. */
+ * for the band (lanepool__band_waits). keep_if_empty non-NULL: when it stops because
+ * the queue is empty it keeps the lane and sets *keep_if_empty (the lane's own thread,
+ * which spins holding it). The number of tasks run. */
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                            unsigned source, _Atomic uint32_t *stop);
+                            unsigned source, _Atomic uint32_t *stop, bool *keep_if_empty);
 
 /* park.c: parking, waking, and submitting work with the wake it needs */
 /* true if this call woke the thread of `lane` (it was PARKED). */
@@ -158,8 +160,9 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
                         unsigned flags);
 int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
-/* Spins up to the thread's budget for work; true if some showed up. */
-bool lanepool__spin_for_work(lanepool_lane_t *lane);
+/* Spins up to the thread's budget for work (`holding`: it holds its own lane); true if
+ * some showed up. */
+bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding);
 void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);
 /* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */

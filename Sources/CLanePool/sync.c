@@ -100,7 +100,7 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
 }
 
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                            unsigned source, _Atomic uint32_t *stop) {
+                            unsigned source, _Atomic uint32_t *stop, bool *keep_if_empty) {
   lanepool__held held = {lane, NULL};
   lanepool_lane_t *saved_current = lanepool__current;
   lanepool__held_now = &held;
@@ -120,14 +120,17 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
       ran++;
       continue;
     }
-    if (!pending) break;
+    if (!pending) {
+      if (keep_if_empty) *keep_if_empty = true; /* empty: the caller keeps the lane */
+      break;
+    }
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     sched_yield(); /* a producer claimed a cell and is about to publish it */
   }
   lanepool__running_lane = NULL;
   lanepool__current = saved_current;
   lanepool__held_now = NULL; /* (its callers hold no lane) */
-  lanepool__excl_release(lane);
+  if (!keep_if_empty || !*keep_if_empty) lanepool__excl_release(lane);
   return ran;
 }
 
@@ -283,7 +286,7 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
       if (lanepool__life_cancelling(lane->pool))
         lanepool__excl_release(lane); /* answers this sync, and the others queued here */
       else
-        (void)lanepool__run_lane(me, lane, UINT32_MAX, LANEPOOL__FROM_ADOPTED, &s->state);
+        (void)lanepool__run_lane(me, lane, UINT32_MAX, LANEPOOL__FROM_ADOPTED, &s->state, NULL);
       continue;
     }
     lanepool__futex_wait(&lane->help_seq, seq);

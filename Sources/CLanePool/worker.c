@@ -61,7 +61,7 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
     }
     if (!lanepool__excl_try(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
-    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, source, NULL);
+    uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, source, NULL, NULL);
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);
     return true;
   }
@@ -84,6 +84,15 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
    * spreads over the band's threads and never waits behind this job alone. */
   if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
   lanepool__run_counted(me, NULL, &task, source);
+  /* Then more of them, up to LANEPOOL__FAIR_EVERY, while its own lane has nothing
+   * queued (a relaxed look: a producer that finds this thread away wakes the band, and
+   * the next turn of the loop looks properly): one look at the rest per batch. */
+  if (source != LANEPOOL__FROM_RESCUE)
+    for (uint32_t k = 1;
+         k < LANEPOOL__FAIR_EVERY && lanepool__ring_depth(&me->ring) == 0 &&
+         !lanepool__life_cancelling(me->pool) && lanepool__bandq_take(band, me->index, &task);
+         k++)
+      lanepool__run_counted(me, NULL, &task, source);
   return true;
 }
 
@@ -166,11 +175,17 @@ static void lane_loop(lanepool_lane_t *me) {
   lanepool__band *band = &pool->bands[me->band];
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
   bool fair_turn = false;                 /* its lane gave way to one band job */
+  /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
+   * else to do (it spins holding it): given up before anything else runs and before it
+   * parks. A queue that empties between two pushes then costs no CAS and no store on
+   * the line producers read. */
+  bool holding = false;
   for (;;) {
     /* acquire: pairs with the CAS that made the pool CANCELLING. Whoever saw CANCELLING
      * before this load cannot see this thread start another task. */
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     if (lanepool__life_cancelling(pool)) {
+      if (holding) lanepool__excl_release(me); /* answers its queued syncs */
       cancel_pass(me);
       break;
     }
@@ -185,19 +200,26 @@ static void lane_loop(lanepool_lane_t *me) {
             (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
              (pool->lanes_per_band > 1 && adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED)));
     }
-    if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
-      come_back(me);
-      /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
-       * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
-       * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
-      if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
-      uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL);
-      fair_turn = ran && ran % LANEPOOL__FAIR_EVERY == 0;
-      got = true;
+    if (!got && (holding || (lanepool__lane_has_work(me) && lanepool__excl_try(me)))) {
+      if (!holding) {
+        come_back(me);
+        /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
+         * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
+         * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
+        if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
+      }
+      bool emptied = false;
+      uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL, &emptied);
+      holding = emptied; /* otherwise run_lane gave it up */
+      fair_turn = !emptied && ran && ran % LANEPOOL__FAIR_EVERY == 0;
+      got = ran != 0;
     }
-    if (!got && !me->spare)
+    if (!got && !me->spare && lanepool__band_waits(me)) {
+      if (holding) lanepool__excl_release(me);
+      holding = false;
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
             (pool->lanes_per_band > 1 && adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED));
+    }
     if (got) continue;
     /* Nothing to take. */
     if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
@@ -205,6 +227,10 @@ static void lane_loop(lanepool_lane_t *me) {
                                 memory_order_relaxed);
     busy_since = 0;
     come_back(me);
+    if (lanepool__ring_closed(&me->ring) || me->spare) {
+      if (holding) lanepool__excl_release(me);
+      holding = false;
+    }
     if (lanepool__ring_closed(&me->ring)) {
       /* CLOSED was set after the band queue's and the overflow list's intake closed, so
        * nothing can arrive any more; one last look for what arrived before. */
@@ -216,10 +242,12 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (me->spare) {
       lanepool__park_rescue(me);
-      if (rescue_look(me)) continue;
+      (void)rescue_look(me);
       continue;
     }
-    if (lanepool__spin_for_work(me)) continue;
+    if (lanepool__spin_for_work(me, holding)) continue;
+    if (holding) lanepool__excl_release(me); /* then park's look finds what came since */
+    holding = false;
     lanepool__park(me);
   }
   close_exclusion(me);
