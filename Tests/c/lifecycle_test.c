@@ -1396,7 +1396,8 @@ static void test_local_chain_runs_once_on_its_band(void) {
   CHECK_RC(lanepool_shutdown(local_pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK(atomic_load(&local_left) == 0);
   CHECK(atomic_load(&local_off_band) == 0);
-  printf("  a chain of 200 local steps moved between threads %d times\n", atomic_load(&local_moves));
+  printf("  a chain of 200 local steps moved between threads %d times\n",
+         atomic_load(&local_moves));
   CHECK_RC(lanepool_destroy(local_pool), 0);
 }
 
