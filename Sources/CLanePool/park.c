@@ -222,7 +222,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   uint64_t deadline = last + budget;
   while (!found) {
     for (int i = 0; i < 64 && !found; i++) {
-      found = (lanepool__ring_nonempty(&lane->ring) &&
+      found = (lanepool__lane_has_work(lane) &&
                (holding || atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0)) ||
               lanepool__bandq_nonempty(band);
       if (!found) cpu_relax();

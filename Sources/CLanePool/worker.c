@@ -201,13 +201,11 @@ static void lane_loop(lanepool_lane_t *me) {
              (pool->lanes_per_band > 1 && adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED)));
     }
     if (!got && (holding || (lanepool__lane_has_work(me) && lanepool__excl_try(me)))) {
-      if (!holding) {
-        come_back(me);
-        /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
-         * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
-         * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
-        if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
-      }
+      if (!holding) come_back(me);
+      /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
+       * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
+       * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
+      if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
       bool emptied = false;
       uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL, &emptied);
       holding = emptied; /* otherwise run_lane gave it up */
@@ -238,6 +236,10 @@ static void lane_loop(lanepool_lane_t *me) {
         sched_yield(); /* held by a sync caller, or a claim not yet published */
         continue;
       }
+      /* A lane whose thread is away (in a band job that waits for it, say) with work that
+       * came before CLOSED: run it before leaving, the rescue thread too. */
+      if (adopt_sibling(me, false, me->spare ? LANEPOOL__FROM_RESCUE : LANEPOOL__FROM_ADOPTED))
+        continue;
       break;
     }
     if (me->spare) {

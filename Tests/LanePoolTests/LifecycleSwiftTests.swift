@@ -92,11 +92,11 @@ struct LifecycleSwiftTests {
     // And a task that prefers the pool, queued behind a blocked lane of its band.
     let defaultGate = DispatchSemaphore(value: 0)
     try pool.queue(for: .default).async { defaultGate.wait() }
-    // The band's rescue lane would take the job 100 ms on (band work behind a lane that
-    // finishes nothing): held too, so the job stays queued for the cancel.
+    // The band's rescue thread would take the job 100 ms on (band work while no thread
+    // of the band finishes anything): held too, so the job stays queued for the cancel.
     try pool.rescueLanes[QoS.default.bandIndex].async { defaultGate.wait() }
     let poolTask = Task(executorPreference: pool, priority: .medium) { 42 }
-    #expect(await eventuallyAsync { pool.queue(for: .default).info.depth >= 1 })
+    #expect(await eventuallyAsync { pool.bandDepth(for: .default) >= 1 })  // band work
 
     let shutdown = BackgroundShutdown(pool)
     #expect(await eventuallyAsync { pool.isShutDown })
