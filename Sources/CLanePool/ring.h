@@ -21,9 +21,9 @@
  *  - producers claim with a seq_cst CAS on tail: the users order that CAS against their
  *    own words (a lane's exclusion and its thread's `sleeping`, a band's idle and
  *    spinning counts): the Dekker pairs of docs/architecture.md.
- *  - ring_take (many consumers): a consumer that read seq == pos + 1 claims pos with a
- *    CAS on head; nothing can reuse the cell before the winner frees it, so the CAS
- *    validates what it read.
+ *  - ring_take (many consumers): a consumer that read seq == pos + 1 (acquire: the
+ *    producer's words are visible) claims pos with a CAS on head and only then reads the
+ *    cell; nothing can reuse it before the winner frees it.
  *  - close: fetch_or(tail, flag, seq_cst). After CLOSED is set the tail never moves
  *    again, so the value it returns bounds every claim ever made: the consumer (or the
  *    discarder) waits for each claimed cell below it to be published. No claimed cell
@@ -217,13 +217,14 @@ static inline bool lanepool__ring_take(lanepool__ring *r, lanepool__ring_task *o
     lanepool__slot *slot = &r->slots[pos & r->mask];
     int64_t diff = (int64_t)(atomic_load_explicit(&slot->seq, memory_order_acquire) - (pos + 1));
     if (diff == 0) {
-      lanepool__ring_fn fn = slot->fn;
-      void *ctx = slot->ctx, *arg = slot->arg;
+      /* The cell is this taker's once its CAS wins: nobody reuses it before the release
+       * below, so its words are read then (before, a producer of the next lap may be
+       * writing them). */
       if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                 memory_order_relaxed)) {
-        out->fn = fn;
-        out->ctx = ctx;
-        out->arg = arg;
+        out->fn = slot->fn;
+        out->ctx = slot->ctx;
+        out->arg = slot->arg;
         atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
         return true;
       }
