@@ -22,17 +22,21 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
   bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
   lanepool__slot *slots = lanepool__alloc_on_node(bytes, -1, &band->slots_numa_owned);
   band->rings = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->rings);
-  int rc = slots && band->rings ? lanepool__spill_init(&band->spill) : ENOMEM;
+  band->next = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->next);
+  int rc = slots && band->rings && band->next ? lanepool__spill_init(&band->spill) : ENOMEM;
   if (rc) {
     if (slots) lanepool__free_on_node(slots, bytes, band->slots_numa_owned);
+    free(band->next);
     free(band->rings);
     band->rings = NULL;
     return rc;
   }
   band->slots_bytes = bytes;
   band->shards = shards;
-  for (uint32_t i = 0; i < shards; i++)
+  for (uint32_t i = 0; i < shards; i++) {
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
+    atomic_init(&band->next[i].value, 0);
+  }
   atomic_init(&band->idle, 0);
   atomic_init(&band->spinning, 0);
   atomic_init(&band->rescue_idle, 0);
@@ -43,25 +47,60 @@ void lanepool__bandq_free(lanepool__band *band) {
   if (!band->rings) return;
   lanepool__spill_destroy(&band->spill);
   lanepool__free_on_node(band->rings[0].slots, band->slots_bytes, band->slots_numa_owned);
+  free(band->next);
   free(band->rings);
   band->rings = NULL;
 }
 
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
-                         bool own, bool hard) {
-  if (hard || lanepool__spill_count(&band->spill, memory_order_acquire) == 0) {
-    int rc = lanepool__ring_push(&band->rings[shard % band->shards], fn, ctx, arg,
-                                 own ? LANEPOOL__PUSH_OWN : 0);
-    if (rc != EAGAIN || hard) return rc;
+                         bool own, bool hard, bool next) {
+  int rc = EAGAIN;
+  for (uint32_t k = 0; k < band->shards && rc == EAGAIN; k++)
+    rc = lanepool__ring_push(&band->rings[(shard + k) % band->shards], fn, ctx, arg,
+                             own ? LANEPOOL__PUSH_OWN : 0);
+  if (rc == 0 && next) { /* (if it went to another ring, the mark does not match there) */
+    uint32_t i = shard % band->shards;
+    uint64_t tail = lanepool__ring_tail(&band->rings[i], memory_order_relaxed);
+    atomic_store_explicit(&band->next[i].value, tail, memory_order_relaxed);
   }
-  /* Full (or the list holds tasks already: they go first, so the list empties). */
-  return lanepool__spill_push_n(&band->spill, fn, &ctx, &arg, 1, own);
+  if (rc != EAGAIN || hard) return rc;
+  return lanepool__spill_push_n(&band->spill, fn, &ctx, &arg, 1, own); /* every ring full */
 }
 
-bool lanepool__bandq_take(lanepool__band *band, uint32_t first, lanepool__task *out) {
-  for (uint32_t k = 0; k < band->shards; k++)
-    if (lanepool__ring_take(&band->rings[(first + k) % band->shards], out)) return true;
-  return lanepool__spill_take(&band->spill, NULL, out, NULL);
+/* Ring k's only job is the one its lane's thread pushed last, from a task: left to that
+ * thread until this taker has seen it there for LANEPOOL__NEXT_GRACE_NS (a thread that
+ * blocks after its push loses its job to the band within microseconds). */
+static __thread struct {
+  const lanepool__ring *ring;
+  uint64_t head, since;
+} seen;
+
+static bool leave_to_its_thread(lanepool__band *band, uint32_t k) {
+  lanepool__ring *r = &band->rings[k];
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  if (lanepool__ring_tail(r, memory_order_relaxed) != h + 1 ||
+      atomic_load_explicit(&band->next[k].value, memory_order_relaxed) != h + 1)
+    return false;
+  uint64_t now = lanepool__now_ns();
+  if (seen.ring != r || seen.head != h) {
+    seen.ring = r;
+    seen.head = h;
+    seen.since = now;
+  }
+  return now - seen.since < LANEPOOL__NEXT_GRACE_NS;
+}
+
+bool lanepool__bandq_take(lanepool__band *band, uint32_t first, bool list_first,
+                          lanepool__task *out) {
+  lanepool__ring *own = &band->rings[first % band->shards];
+  if (list_first && lanepool__spill_take(&band->spill, own, band->shards, false, out, NULL))
+    return true;
+  if (lanepool__ring_take(own, out)) return true;
+  for (uint32_t k = 1; k < band->shards; k++) {
+    uint32_t i = (first + k) % band->shards;
+    if (!leave_to_its_thread(band, i) && lanepool__ring_take(&band->rings[i], out)) return true;
+  }
+  return lanepool__spill_take(&band->spill, own, band->shards, false, out, NULL);
 }
 
 bool lanepool__bandq_nonempty(const lanepool__band *band) {
@@ -76,7 +115,8 @@ uint64_t lanepool__bandq_depth(const lanepool__band *band) {
   return d;
 }
 
-/* Band jobs ever accepted: ring claims plus list appends. Monotonic. */
+/* Band jobs ever accepted: ring claims plus the list's appends not moved into a ring.
+ * Read in this order, it never misses a moved job (it may count one twice meanwhile). */
 uint64_t lanepool__bandq_accepted(lanepool__band *band) {
   uint64_t n = atomic_load_explicit(&band->spill.in, memory_order_acquire);
   for (uint32_t i = 0; i < band->shards; i++)
@@ -107,6 +147,6 @@ void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn disca
       if (lanepool__ring_take(r, &task)) lanepool__discard_plain(&task, discard, discard_arg);
     }
   }
-  while (lanepool__spill_take(&band->spill, NULL, &task, NULL))
+  while (lanepool__spill_take(&band->spill, NULL, 1, false, &task, NULL))
     lanepool__discard_plain(&task, discard, discard_arg);
 }

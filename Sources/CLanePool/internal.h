@@ -91,7 +91,7 @@ typedef struct lanepool__timers {
 typedef struct lanepool__spill {
   pthread_mutex_t lock;
   _Atomic uint64_t count;      /* tasks in the list */
-  _Atomic uint64_t in;         /* tasks ever appended */
+  _Atomic uint64_t in;         /* tasks appended, less those moved into a ring since */
   _Atomic uint64_t overflowed; /* the same, for info */
   lanepool__task *buf;
   uint64_t cap, head;
@@ -256,6 +256,9 @@ enum { LANE_AWAKE = 0, LANE_PARKED = 1 };
 typedef struct lanepool__counter {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t value;
 } lanepool__counter;
+typedef struct lanepool__counter64 {
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t value;
+} lanepool__counter64;
 
 /* A band's shared queue of band work (bandq.c) and who is free to take it (park.c).
  * Every accepted band job is in one of `rings` or in `spill`, where every thread of the
@@ -267,6 +270,9 @@ typedef struct lanepool__band {
    * producers and takers do not all meet on one head and one tail. */
   lanepool__ring *rings;
   uint32_t shards;
+  /* [once] per ring, the tail its lane's thread left after its last push into it from a
+   * task (bandq.c, Go's runnext). [atomic: relaxed; a hint only] */
+  lanepool__counter64 *next;
   lanepool__spill spill;
   /* Threads of the band parked without a timeout, and spinning now. A band push reads
    * them after its CAS on tail (seq_cst: the Dekker pair with a thread that stores
@@ -409,6 +415,11 @@ extern _Atomic uint64_t lanepool__rescue_ns;
 #else
 #define LANEPOOL__RESCUE_NS UINT64_C(100000000)
 #endif
+
+/* A band job that a lane's thread pushes into its own ring from a task is likely its
+ * next (a reply, a continuation): while it is the ring's only job, other threads leave
+ * it there this long before they take it (bandq.c; Go's runnext, stolen after ~3 us). */
+#define LANEPOOL__NEXT_GRACE_NS 3000u
 
 /* Fairness between the two kinds of work (worker.c, lane_loop): a thread running its
  * lane's queue looks once per this many tasks for work that waits for any thread of the

@@ -217,7 +217,7 @@ bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pendin
     return false;
   }
   bool ring_first;
-  if (lanepool__spill_take(&lane->spill, &lane->ring, out, &ring_first)) return true;
+  if (lanepool__spill_take(&lane->spill, &lane->ring, 1, true, out, &ring_first)) return true;
   *pending = ring_first;
   return false;
 }
@@ -232,10 +232,11 @@ uint64_t lanepool__lane_depth(const lanepool_lane_t *lane) {
          lanepool__spill_count(&lane->spill, memory_order_relaxed);
 }
 
-/* Lane-bound tasks ever accepted: ring claims, overflow appends, inline runs. */
+/* Lane-bound tasks ever accepted: ring claims, overflow appends (the list's count first:
+ * see lanepool__spill_take), inline runs. */
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane) {
-  return lanepool__ring_tail(&lane->ring, memory_order_seq_cst) +
-         atomic_load_explicit(&lane->spill.in, memory_order_acquire) +
+  uint64_t n = atomic_load_explicit(&lane->spill.in, memory_order_acquire);
+  return n + lanepool__ring_tail(&lane->ring, memory_order_seq_cst) +
          atomic_load_explicit(&lane->lent_in, memory_order_seq_cst);
 }
 
@@ -360,7 +361,7 @@ void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn disca
     (void)lanepool__ring_wait_cell(r, pos);
     if (lanepool__ring_pop(r, &task)) lanepool__discard_task(&task, discard, discard_arg);
   }
-  while (lanepool__spill_take(&lane->spill, NULL, &task, NULL))
+  while (lanepool__spill_take(&lane->spill, NULL, 1, false, &task, NULL))
     lanepool__discard_task(&task, discard, discard_arg);
 }
 

@@ -139,9 +139,10 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
 static __thread uint32_t producer_turn = UINT32_MAX;
 static _Atomic uint32_t next_producer;
 
-static inline uint32_t shard_of_caller(lanepool_t *pool, uint32_t b) {
+static inline uint32_t shard_of_caller(lanepool_t *pool, uint32_t b, bool *mine) {
   lanepool_lane_t *me = lanepool__thread_lane;
-  if (me && me->pool == pool && me->band == b) return me->index;
+  *mine = me && me->pool == pool && me->band == b;
+  if (*mine) return me->index;
   if (__builtin_expect(producer_turn == UINT32_MAX, 0))
     producer_turn = atomic_fetch_add_explicit(&next_producer, 1, memory_order_relaxed);
   return producer_turn++;
@@ -151,12 +152,15 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
                         unsigned flags) {
   lanepool__band *band = &pool->bands[b];
   LANEPOOL__TRACE(PUSH, NULL, b, fn, ctx);
-  uint32_t shard = shard_of_caller(pool, b);
+  bool mine;
+  uint32_t shard = shard_of_caller(pool, b, &mine);
+  /* From its own lane's thread, in a task (not the rescue thread's: it has no ring). */
+  bool next = mine && lanepool__thread_lane->index < band->shards;
   int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN,
-                                pool->hard_capacity);
+                                pool->hard_capacity, next);
   if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
     rc = lanepool__is_own_lane(pool)
-             ? lanepool__bandq_push(band, shard, fn, ctx, arg, true, pool->hard_capacity)
+             ? lanepool__bandq_push(band, shard, fn, ctx, arg, true, pool->hard_capacity, next)
              : ESHUTDOWN;
   if (rc) return rc;
   lanepool__band_wake(pool, b); /* pair 2 */

@@ -15,11 +15,11 @@ void lanepool__spill_destroy(lanepool__spill *l);
  * 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. */
 int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs, void *const *args,
                            uint64_t n, bool own);
-/* The oldest task; `ring` non-NULL: only while that ring is empty (a lane's FIFO: its
- * claims made before the list's tasks were appended are older), *ring_first set when
- * it is not. */
-bool lanepool__spill_take(lanepool__spill *l, const lanepool__ring *ring, lanepool__task *out,
-                          bool *ring_first);
+/* The oldest task, and 1/`shares` of the rest (at most half a ring) moved with it into
+ * ring `into` (NULL: none), in order, while it has room. `fifo` (a lane's list): only
+ * while `into` is empty, *ring_first set when it is not (its claims are older). */
+bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t shares, bool fifo,
+                          lanepool__task *out, bool *ring_first);
 void lanepool__spill_set_intake(lanepool__spill *l, int intake);
 static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_order order) {
   return atomic_load_explicit(&((lanepool__spill *)l)->count, order);
@@ -28,13 +28,16 @@ static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_or
 /* bandq.c: a band's queue of band work: `shards` rings of `capacity` cells, and a list */
 int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity);
 void lanepool__bandq_free(lanepool__band *band);
-/* Into shard `shard` (any number: taken modulo), or the list when that ring is full or
- * the list holds tasks. 0, EAGAIN (hard capacity, that ring full), ESHUTDOWN, ENOMEM,
+/* Into shard `shard` (any number: taken modulo), else another ring, else the list (when
+ * every ring is full); `next`: the pusher is shard's lane's thread, in a task. 0, EAGAIN (hard capacity, that ring full), ESHUTDOWN, ENOMEM,
  * LANEPOOL__RING_OWN_ONLY. */
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
-                         bool own, bool hard);
-/* A job, from shard `first` (modulo) on, then the list. */
-bool lanepool__bandq_take(lanepool__band *band, uint32_t first, lanepool__task *out);
+                         bool own, bool hard, bool next);
+/* A job, from shard `first` (modulo) on, then the list (a batch of it moved into ring
+ * `first`); `list_first`: the list before the rings (so that it empties while
+ * producers keep the rings full). */
+bool lanepool__bandq_take(lanepool__band *band, uint32_t first, bool list_first,
+                          lanepool__task *out);
 /* Band work queued (seq_cst loads: a side of the wake-up pairs). */
 bool lanepool__bandq_nonempty(const lanepool__band *band);
 uint64_t lanepool__bandq_depth(const lanepool__band *band);

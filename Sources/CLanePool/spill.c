@@ -2,7 +2,9 @@
  * spill.c - an overflow list: where a full ring's producers go (not with hard capacity).
  * A lane's keeps its FIFO: once the list is non-empty every producer appends here
  * until it is empty, and its taker runs ring claims made before the list's tasks first
- * (lanepool__spill_take with the ring). A band's has no order to keep.
+ * (lanepool__spill_take, fifo). A band's has no order to keep. A taker moves a batch of
+ * the list back into a ring with the task it takes (Go's globrunqget): one lock serves
+ * many tasks, and a moved task is where it was reachable from before, a ring.
  */
 #include "internal.h"
 
@@ -64,23 +66,34 @@ int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs
   return 0;
 }
 
-bool lanepool__spill_take(lanepool__spill *l, const lanepool__ring *ring, lanepool__task *out,
-                          bool *ring_first) {
+bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t shares, bool fifo,
+                          lanepool__task *out, bool *ring_first) {
   if (ring_first) *ring_first = false;
   if (atomic_load_explicit(&l->count, memory_order_acquire) == 0) return false;
   pthread_mutex_lock(&l->lock);
-  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
+  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed), moved = 0;
   /* Holding the lock, the taker sees every ring claim made before any listed task was
    * appended: if the ring is not empty, those claims are older. */
-  if (len && ring && lanepool__ring_nonempty(ring)) {
+  if (len && fifo && lanepool__ring_nonempty(into)) {
     *ring_first = true;
     len = 0;
   }
   if (len) {
     *out = l->buf[l->head];
-    l->head = (l->head + 1) % l->cap;
+    uint64_t most = into ? (len - 1) / shares : 0;
+    if (into && most > (into->mask + 1) / 2) most = (into->mask + 1) / 2;
+    for (; moved < most; moved++) {
+      lanepool__task *t = &l->buf[(l->head + 1 + moved) % l->cap];
+      if (lanepool__ring_push(into, t->fn, t->ctx, t->arg, LANEPOOL__PUSH_OWN)) break;
+    }
+    l->head = (l->head + 1 + moved) % l->cap;
     LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
-    atomic_store_explicit(&l->count, len - 1, memory_order_seq_cst);
+    /* In the ring before they leave the list (count seq_cst: always in view of the
+     * wake-up loads); `in` after the ring's claims (release: a drain scan that reads it
+     * and then the ring's tail counts a moved task once or twice, never not at all). */
+    atomic_store_explicit(&l->in, atomic_load_explicit(&l->in, memory_order_relaxed) - moved,
+                          memory_order_release);
+    atomic_store_explicit(&l->count, len - 1 - moved, memory_order_seq_cst);
   }
   pthread_mutex_unlock(&l->lock);
   return len != 0;

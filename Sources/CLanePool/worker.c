@@ -79,7 +79,7 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
     lanepool__band_wake(me->pool, me->band);
   }
   lanepool__task task;
-  if (!lanepool__bandq_take(band, me->index, &task)) return false;
+  if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
   if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
@@ -88,9 +88,9 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
    * queued (a relaxed look: a producer that finds this thread away wakes the band, and
    * the next turn of the loop looks properly): one look at the rest per batch. */
   if (source != LANEPOOL__FROM_RESCUE)
-    for (uint32_t k = 1;
-         k < LANEPOOL__FAIR_EVERY && lanepool__ring_depth(&me->ring) == 0 &&
-         !lanepool__life_cancelling(me->pool) && lanepool__bandq_take(band, me->index, &task);
+    for (uint32_t k = 1; k < LANEPOOL__FAIR_EVERY && lanepool__ring_depth(&me->ring) == 0 &&
+                         !lanepool__life_cancelling(me->pool) &&
+                         lanepool__bandq_take(band, me->index, false, &task);
          k++)
       lanepool__run_counted(me, NULL, &task, source);
   return true;
