@@ -136,12 +136,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.slice_ns == 0) {
     record(&t.slice, -1, (int64_t)t.saved_slice, 0);
   } else {
-    err = lanepool__get_attr(0, &attr);
-    if (!err) {
-      attr.sched_flags = 0;
-      attr.sched_runtime = p.slice_ns;
-      err = lanepool__set_attr(0, &attr);
-    }
+    err = lanepool__set_slice(0, p.slice_ns);
     record(&t.slice, (int64_t)p.slice_ns,
            lanepool__get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
     refused |= err;

@@ -11,18 +11,8 @@ const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
 
 int lanepool_band_index(lanepool_qos_t qos) {
-  switch (qos) {
-  case LANEPOOL_QOS_USER_INTERACTIVE:
-    return 0;
-  case LANEPOOL_QOS_USER_INITIATED:
-    return 1;
-  case LANEPOOL_QOS_DEFAULT:
-    return 2;
-  case LANEPOOL_QOS_UTILITY:
-    return 3;
-  case LANEPOOL_QOS_BACKGROUND:
-    return 4;
-  }
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    if (lanepool__qos_of_band[b] == qos) return b;
   return -1;
 }
 

@@ -9,6 +9,7 @@
 #ifdef LANEPOOL_TEST_INJECT
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <time.h>
 
 /* internal.h's LANEPOOL__RESCUE_NS in test builds: 100 ms, as in the library, until a
@@ -56,27 +57,24 @@ static uint64_t next(void) { /* xorshift64* */
   return x * UINT64_C(0x2545F4914F6CDD1D);
 }
 
-void lanepool__inject_on(int point, const void *word) {
+/* Hands the point to the test's scheduler, if one is set: true then. */
+static bool to_scheduler(int point, const void *word) {
   lanepool__inject_scheduler_fn hook =
       atomic_load_explicit(&inject_scheduler, memory_order_acquire);
-  if (hook) {
-    atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
-    hook(point, word);
-  } else {
-    lanepool__inject(point);
-  }
+  if (!hook) return false;
+  atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
+  hook(point, word);
+  return true;
+}
+
+void lanepool__inject_on(int point, const void *word) {
+  if (!to_scheduler(point, word)) lanepool__inject(point);
 }
 
 void lanepool__inject(int point) {
   lanepool__inject_hook_fn hook = atomic_load(&inject_hook);
   if (hook) hook(point, atomic_load(&inject_hook_arg));
-  lanepool__inject_scheduler_fn scheduler =
-      atomic_load_explicit(&inject_scheduler, memory_order_acquire);
-  if (scheduler) {
-    atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
-    scheduler(point, NULL);
-    return;
-  }
+  if (to_scheduler(point, NULL)) return;
   /* The scheduler's access points and marks: the seeded yields stay where they were
    * (their cost in the interleaving run, and its seeds' meaning, unchanged). */
   if (point >= LANEPOOL__AT_STATE) return;
@@ -90,22 +88,13 @@ void lanepool__inject(int point) {
   }
   atomic_fetch_add_explicit(&inject_hits[point], 1, memory_order_relaxed);
   uint64_t r = next() ^ ((uint64_t)point * UINT64_C(0x94D049BB133111EB));
-  switch (r % 16) {
-  case 0:
-  case 1:
-  case 2:
-  case 3:
+  if (r % 16 < 4) {
     sched_yield();
-    break;
-  case 4: {
+  } else if (r % 16 == 4) {
     uint32_t cap = atomic_load_explicit(&inject_sleep_us, memory_order_relaxed);
     uint64_t us = 1 + (r >> 8) % cap;
     struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(us * 1000)};
     nanosleep(&ts, NULL);
-    break;
-  }
-  default:
-    break;
   }
 }
 #else

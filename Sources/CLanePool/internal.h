@@ -53,8 +53,7 @@ typedef struct lanepool__boost_now {
 
 typedef struct lanepool__timer_entry {
   uint64_t deadline;
-  uint64_t seq; /* ties fire in the order they were set */
-  lanepool_timer_t id;
+  lanepool_timer_t id;   /* ascending: ties fire in the order they were set */
   lanepool_lane_t *lane; /* NULL: any lane of `band` */
   int band;
   lanepool_fn fn;
@@ -556,6 +555,7 @@ int lanepool__get_nice(pid_t tid);
 int lanepool__set_ioprio(pid_t tid, int value);
 int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr);
 int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr); /* sets attr->size */
+int lanepool__set_slice(pid_t tid, uint64_t slice_ns);         /* keeps the policy and nice */
 const char *lanepool__sched_name(int64_t policy);              /* "SCHED_BATCH", ... */
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
 
@@ -640,18 +640,18 @@ int lanepool__affinity_cpus(int **out, uint32_t *count);
  * skipped), its size in *size; NULL when no CPU is given or on ENOMEM. (void *: this
  * header does not need _GNU_SOURCE.) */
 void *lanepool__cpu_set_of(const int *cpus, uint32_t n, size_t *size);
+bool lanepool__contains(const int *cpus, uint32_t n, int cpu);
 #ifdef LANEPOOL_TEST_HOOKS
 /* Tests only: when set, lanepool__affinity_cpus answers this list (a fake machine). */
 extern const int *lanepool__test_allowed;
 extern uint32_t lanepool__test_allowed_count;
 #endif
-int lanepool__machine_topology(lanepool__topology *out);
-int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *out);
 void lanepool__topology_free(lanepool__topology *t);
 const lanepool__topo_node *lanepool__topology_node(const lanepool__topology *t, int node);
+/* For NUMA placement, reads `given` (NULL: the machine's) into *topo first. */
 int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cpus,
-                   uint32_t cpu_count, lanepool__topology *topo, const int *allowed,
-                   uint32_t allowed_count, lanepool_lane_placement_t *out);
+                   uint32_t cpu_count, const lanepool_topology_t *given, lanepool__topology *topo,
+                   const int *allowed, uint32_t allowed_count, lanepool_lane_placement_t *out);
 int lanepool__apply_placement(lanepool_lane_t *lane);
 bool lanepool__numa_node_exists(int node);
 void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned);

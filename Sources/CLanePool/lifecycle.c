@@ -110,14 +110,12 @@ int lanepool__registry_add(lanepool_t *pool) {
 
 /* ---- shared steps ----------------------------------------------------------- */
 
-static uint32_t lane_count(const lanepool_t *pool) { return lanepool__lane_total(pool); }
-
 /* The band queues first: a thread that sees its lane's ring CLOSED knows that nothing
  * can be added to its band's queue either. */
 static void lanes_set_intake(lanepool_t *pool, int intake) {
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
     lanepool__bandq_set_intake(&pool->bands[b], intake);
-  for (uint32_t i = 0; i < lane_count(pool); i++) {
+  for (uint32_t i = 0; i < lanepool__lane_total(pool); i++) {
     lanepool__lane_set_intake(pool->lanes[i], intake);
     lanepool__wake_thread(pool->lanes[i], false); /* to see it: run the rest, or end */
   }
@@ -151,16 +149,15 @@ static uint32_t life(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire);
 }
 
-
 static bool quiescent(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   uint64_t finished = lanepool__timers_pending_scan(pool, false);
-  for (uint32_t i = 0; i < lane_count(pool); i++)
+  for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     finished += lanepool__lane_finished(pool->lanes[i]);
   LANEPOOL_INJECT(LANEPOOL__AT_DRAIN_SCAN);
   atomic_thread_fence(memory_order_seq_cst);
   uint64_t accepted = lanepool__timers_pending_scan(pool, true);
-  for (uint32_t i = 0; i < lane_count(pool); i++)
+  for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     accepted += lanepool__lane_accepted(pool->lanes[i]);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
     accepted += lanepool__bandq_accepted(&pool->bands[b]);
@@ -225,7 +222,7 @@ static bool drive_drain(lanepool_t *pool) {
   free(left);
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
-  join_lanes(pool, lane_count(pool));
+  join_lanes(pool, lanepool__lane_total(pool));
   return true;
 }
 
@@ -239,11 +236,11 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   lanepool__timers_join(pool);
-  join_lanes(pool, lane_count(pool));
+  join_lanes(pool, lanepool__lane_total(pool));
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
   lanepool_t *outer = lanepool__in_callback;
   lanepool__in_callback = pool;
-  for (uint32_t i = 0; i < lane_count(pool); i++)
+  for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
     lanepool__bandq_discard_all(&pool->bands[b], discard, discard_arg);
@@ -326,17 +323,14 @@ int lanepool_destroy(lanepool_t *pool) {
   /* Not listed: never created, destroyed, or being destroyed. A caller that belongs to
    * the pool (its lane, its timer thread, its discard callback) proves the last: its
    * pool is live, and the answer is the documented EDEADLK (a pointer compare only). */
+  bool own = lanepool__pool_thread == pool || lanepool__in_callback == pool;
   if (at == registry_len)
-    rc = lanepool__pool_thread == pool || lanepool__in_callback == pool ||
-                 lanepool__chain_holds_pool(pool)
-             ? EDEADLK
-             : EINVAL;
+    rc = own || lanepool__chain_holds_pool(pool) ? EDEADLK : EINVAL;
   else if (lanepool__forked(pool->generation))
     rc = EOWNERDEAD;
   else if (pool->is_default)
     rc = EPERM;
-  else if (lanepool__pool_thread == pool || lanepool__in_callback == pool ||
-           lanepool__calls_inside(pool) || lanepool__chain_holds_pool(pool))
+  else if (own || lanepool__calls_inside(pool) || lanepool__chain_holds_pool(pool))
     rc = EDEADLK; /* its own thread, its callback, or a callback of a call on it */
   else
     registry[at] = registry[--registry_len];

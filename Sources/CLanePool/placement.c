@@ -119,7 +119,7 @@ int lanepool_allowed_cpus(int *out, uint32_t max, uint32_t *count) {
   return 0;
 }
 
-static bool contains(const int *xs, uint32_t n, int x) {
+bool lanepool__contains(const int *xs, uint32_t n, int x) {
   for (uint32_t i = 0; i < n; i++)
     if (xs[i] == x) return true;
   return false;
@@ -183,7 +183,7 @@ static int node_cpus_now(int node, int **out) {
 /* The machine's topology: the nodes libnuma lets us allocate on, each with the CPUs
  * sysfs lists for it now (online ones). Caller frees with lanepool__topology_free.
  * ENOTSUP without libnuma. */
-int lanepool__machine_topology(lanepool__topology *out) {
+static int machine_topology(lanepool__topology *out) {
 #ifdef LANEPOOL_HAVE_NUMA
   if (numa_available() < 0) return ENOTSUP;
   int max_node = numa_max_node();
@@ -217,7 +217,7 @@ int lanepool__machine_topology(lanepool__topology *out) {
 #endif
 }
 
-int lanepool__topology_copy(const lanepool_topology_t *in, lanepool__topology *out) {
+static int topology_copy(const lanepool_topology_t *in, lanepool__topology *out) {
   out->node_count = 0;
   out->nodes = NULL;
   if (in->node_count > LANEPOOL__MAX_NODES || (in->node_count && !in->nodes)) return EINVAL;
@@ -258,7 +258,7 @@ static void restrict_topology(lanepool__topology *t, const int *allowed, uint32_
     lanepool__topo_node node = t->nodes[i];
     uint32_t c = 0;
     for (uint32_t j = 0; j < node.cpu_count; j++)
-      if (contains(allowed, n, node.cpus[j])) node.cpus[c++] = node.cpus[j];
+      if (lanepool__contains(allowed, n, node.cpus[j])) node.cpus[c++] = node.cpus[j];
     node.cpu_count = c;
     if (c == 0) {
       free(node.cpus);
@@ -301,8 +301,12 @@ static void apportion(const lanepool__topology *t, uint32_t lanes, uint32_t *sha
 }
 
 int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cpus,
-                   uint32_t cpu_count, lanepool__topology *topo, const int *allowed,
-                   uint32_t allowed_count, lanepool_lane_placement_t *out) {
+                   uint32_t cpu_count, const lanepool_topology_t *given, lanepool__topology *topo,
+                   const int *allowed, uint32_t allowed_count, lanepool_lane_placement_t *out) {
+  if (placement == LANEPOOL_PLACEMENT_NUMA) {
+    int rc = given ? topology_copy(given, topo) : machine_topology(topo);
+    if (rc) return rc;
+  }
   for (uint32_t i = 0; i < lanes; i++) out[i] = (lanepool_lane_placement_t){-1, -1};
   switch (placement) {
   case LANEPOOL_PLACEMENT_NONE:
@@ -314,7 +318,7 @@ int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cp
   case LANEPOOL_PLACEMENT_CPU_LIST:
     if (!cpus || cpu_count == 0) return EINVAL;
     for (uint32_t j = 0; j < cpu_count; j++)
-      if (!contains(allowed, allowed_count, cpus[j])) return EINVAL;
+      if (!lanepool__contains(allowed, allowed_count, cpus[j])) return EINVAL;
     for (uint32_t i = 0; i < lanes; i++) out[i].cpu = cpus[i % cpu_count];
     return 0;
   case LANEPOOL_PLACEMENT_NUMA: {
@@ -347,12 +351,8 @@ int lanepool_plan_placement(lanepool_placement_t placement, uint32_t lanes_per_b
     allowed = own;
   }
   lanepool__topology topo = {0, NULL};
-  int rc = 0;
-  if (placement == LANEPOOL_PLACEMENT_NUMA)
-    rc = topology ? lanepool__topology_copy(topology, &topo) : lanepool__machine_topology(&topo);
-  if (!rc)
-    rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, &topo, allowed, allowed_count,
-                        out);
+  int rc = lanepool__plan(placement, lanes_per_band, cpus, cpu_count, topology, &topo, allowed,
+                          allowed_count, out);
   lanepool__topology_free(&topo);
   free(own);
   return rc;

@@ -137,7 +137,7 @@ int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
 }
 
 /* Sets the EEVDF slice, keeping the thread's policy and nice. */
-static int set_slice(pid_t tid, uint64_t slice_ns) {
+int lanepool__set_slice(pid_t tid, uint64_t slice_ns) {
   lanepool__sched_attr attr;
   int rc = lanepool__get_attr(tid, &attr);
   if (rc) return rc;
@@ -200,10 +200,8 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 
   /* 3. I/O priority. A refused RT class becomes best-effort at the same level; a
    *    refused IDLE class becomes best-effort 7. */
-  if (p->ioprio_class == LANEPOOL_IOPRIO_NONE) {
-    a->ioprio.requested = -1;
-    a->ioprio.error = 0;
-  } else {
+  a->ioprio = (lanepool_applied_t){.requested = -1};
+  if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
     int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
     a->ioprio.requested = value;
     a->ioprio.error = lanepool__set_ioprio(tid, value);
@@ -218,10 +216,8 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->ioprio.got = lanepool__get_ioprio(tid);
 
   /* 4. Timer slack (this thread only; prctl acts on the caller). */
-  if (p->timer_slack_ns == 0) {
-    a->timer_slack.requested = -1;
-    a->timer_slack.error = 0;
-  } else {
+  a->timer_slack = (lanepool_applied_t){.requested = -1};
+  if (p->timer_slack_ns != 0) {
     a->timer_slack.requested = (int64_t)p->timer_slack_ns;
     a->timer_slack.error =
         prctl(PR_SET_TIMERSLACK, (unsigned long)p->timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
@@ -230,12 +226,10 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 
   /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). */
   lanepool__sched_attr attr;
-  if (p->slice_ns == 0) {
-    a->slice.requested = -1;
-    a->slice.error = 0;
-  } else {
+  a->slice = (lanepool_applied_t){.requested = -1};
+  if (p->slice_ns != 0) {
     a->slice.requested = (int64_t)p->slice_ns;
-    a->slice.error = set_slice(tid, p->slice_ns);
+    a->slice.error = lanepool__set_slice(tid, p->slice_ns);
   }
   a->slice.got = lanepool__get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
 
@@ -243,19 +237,12 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 }
 
 const char *lanepool__sched_name(int64_t s) {
-  switch (s) {
-  case LANEPOOL_SCHED_OTHER:
-    return "SCHED_OTHER";
-  case LANEPOOL_SCHED_FIFO:
-    return "SCHED_FIFO";
-  case LANEPOOL_SCHED_RR:
-    return "SCHED_RR";
-  case LANEPOOL_SCHED_BATCH:
-    return "SCHED_BATCH";
-  case LANEPOOL_SCHED_IDLE:
-    return "SCHED_IDLE";
-  }
-  return "?";
+  static const char *const names[] = {[LANEPOOL_SCHED_OTHER] = "SCHED_OTHER",
+                                      [LANEPOOL_SCHED_FIFO] = "SCHED_FIFO",
+                                      [LANEPOOL_SCHED_RR] = "SCHED_RR",
+                                      [LANEPOOL_SCHED_BATCH] = "SCHED_BATCH",
+                                      [LANEPOOL_SCHED_IDLE] = "SCHED_IDLE"};
+  return s >= 0 && s < (int64_t)(sizeof names / sizeof names[0]) && names[s] ? names[s] : "?";
 }
 
 /* One line per pool summarising every refused setting, band by band (the first lane
@@ -288,13 +275,10 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     const char *band = lanepool__band_short_names[b];
     for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++) {
-      /* The first lane of the band that saw this refusal speaks for the band. */
       const lanepool_applied_t *seen = NULL;
       for (uint32_t i = 0; i < pool->lanes_per_band && !seen; i++) {
-        const lanepool_applied_t *a =
-            (const lanepool_applied_t *)((const char *)&pool->lanes[b * pool->lanes_per_band + i]
-                                             ->applied +
-                                         settings[k].offset);
+        const char *applied = (const char *)&lanepool__band_lane(pool, b, i)->applied;
+        const lanepool_applied_t *a = (const lanepool_applied_t *)(applied + settings[k].offset);
         if (a->error) seen = a;
       }
       if (!seen) continue;

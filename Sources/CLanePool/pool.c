@@ -18,17 +18,14 @@
 /* ---- configuration ---------------------------------------------------------- */
 
 static void config_defaults(lanepool_config_t *cfg) {
-  memset(cfg, 0, sizeof *cfg);
+  memset(cfg, 0, sizeof *cfg); /* the default of the fields not set here */
   cfg->struct_size = (uint32_t)sizeof *cfg;
-  cfg->name = NULL;
   cfg->lanes_per_band = LANEPOOL_LANES_PER_CPU;
-  cfg->ring_capacity = 0;
   /* Spin budgets: interactive lanes stay warm the longest; background never spins
    * (it must not steal a core from anyone). Tuned by lanepool-bench. */
   static const uint32_t spin[LANEPOOL_BAND_COUNT] = {50000, 30000, 20000, 5000, 0};
   memcpy(cfg->spin_ns, spin, sizeof spin);
   lanepool__default_policies(cfg->policy);
-  cfg->placement = LANEPOOL_PLACEMENT_NONE;
 }
 
 int lanepool_config_init_sized(lanepool_config_t *cfg, uint32_t struct_size) {
@@ -56,12 +53,6 @@ static uint32_t allowed_cpu_count(void) {
   if (lanepool__affinity_cpus(&cpus, &n) != 0) return 1;
   free(cpus);
   return n > 0 ? n : 1;
-}
-
-static bool is_in(const int *xs, uint32_t n, int x) {
-  for (uint32_t i = 0; i < n; i++)
-    if (xs[i] == x) return true;
-  return false;
 }
 
 static int check_config(const lanepool_config_t *cfg, const char **field) {
@@ -117,7 +108,7 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
     if (lanepool__affinity_cpus(&allowed, &allowed_count) != 0) BAD("cpus");
     bool ok = true;
     for (uint32_t i = 0; ok && i < cfg->cpu_count; i++)
-      ok = cfg->cpus[i] >= 0 && is_in(allowed, allowed_count, cfg->cpus[i]);
+      ok = cfg->cpus[i] >= 0 && lanepool__contains(allowed, allowed_count, cfg->cpus[i]);
     free(allowed);
     if (!ok) BAD("cpus");
     break;
@@ -236,19 +227,12 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   }
   /* Every allowed CPU (the pool keeps the list for its timer thread). A failed
    * sched_getaffinity leaves none: no pinning of the timer, CORES placement EINVAL. */
-  uint32_t allowed_count = 0;
-  if (lanepool__affinity_cpus(&pool->allowed_cpus, &allowed_count) == ENOMEM) {
+  if (lanepool__affinity_cpus(&pool->allowed_cpus, &pool->allowed_count) == ENOMEM) {
     rc = ENOMEM;
     goto out;
   }
-  pool->allowed_count = allowed_count;
-  const int *allowed = pool->allowed_cpus;
-  if (cfg->placement == LANEPOOL_PLACEMENT_NUMA)
-    rc = cfg->topology ? lanepool__topology_copy(cfg->topology, &pool->topology)
-                       : lanepool__machine_topology(&pool->topology);
-  if (!rc)
-    rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, &pool->topology,
-                        allowed, allowed_count, plan);
+  rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, cfg->topology,
+                      &pool->topology, pool->allowed_cpus, pool->allowed_count, plan);
   /* Each band's queue: a ring per lane, as large as a lane's. */
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
     rc = lanepool__bandq_init(&pool->bands[b], per_band, pool->ring_capacity);
@@ -314,9 +298,11 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
-  uint32_t per_band = cfg->lanes_per_band;
+  uint32_t per_band = cfg->lanes_per_band, quota;
   if (per_band == LANEPOOL_LANES_PER_CPU) {
+    /* One lane per CPU the process may use (the default pool: within its cgroup's quota). */
     per_band = allowed_cpu_count();
+    if (is_default && lanepool_cpu_quota(&quota) == 0 && quota < per_band) per_band = quota;
     if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
   }
   lanepool_t *pool = pool_alloc(cfg, is_default, per_band, &rc);
@@ -346,13 +332,6 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lanepool_t *) default_pool;
 
-/* In a fork child: the parent's default pool has no threads here; forget it (its
- * memory is leaked on purpose: freeing could race nothing, but its lanes' state is
- * the parent's). */
-static void forget_default_pool(void) {
-  atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
-}
-
 /* fork(): the library's global locks are held across it (taken in a fixed order, the
  * default pool's first), so the child never inherits one held by a thread it does not
  * have; the child forgets the default pool (its lanes are the parent's) and gets a
@@ -371,7 +350,9 @@ static void locks_parent(void) {
 }
 
 static void locks_child(void) {
-  forget_default_pool();
+  /* The parent's default pool has no threads here: forget it (its memory is leaked on
+   * purpose: freeing could race nothing, but its lanes' state is the parent's). */
+  atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
   pthread_mutex_unlock(&lanepool__registry_lock);
   pthread_mutex_unlock(&default_lock);
 }
@@ -386,8 +367,6 @@ static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install)
 /* lanepool_default_configure's copy (name and CPU list owned here), under default_lock. */
 static lanepool_config_t default_cfg;
 static int default_configured;
-static char *default_name;
-static int *default_cpus;
 
 int lanepool_default_configure(const lanepool_config_t *given) {
   if (!given) return EINVAL;
@@ -416,11 +395,9 @@ int lanepool_default_configure(const lanepool_config_t *given) {
     free(cpus);
     return EALREADY;
   }
-  free(default_name);
-  free(default_cpus);
+  free((char *)default_cfg.name);
+  free((int *)default_cfg.cpus);
   default_cfg = *cfg;
-  default_name = name;
-  default_cpus = cpus;
   default_cfg.name = name;
   default_cfg.cpus = cpus;
   if (!cpus) default_cfg.cpu_count = 0;
@@ -490,14 +467,6 @@ int lanepool_default(lanepool_t **out) {
     }
     if (!cfg.name) cfg.name = "lanepool";
     rc = default_env(&cfg);
-    if (rc == 0 && cfg.lanes_per_band == LANEPOOL_LANES_PER_CPU) {
-      /* One lane per CPU the process may use: its affinity, and its cgroup's quota. */
-      uint32_t n = allowed_cpu_count(), quota;
-      if (lanepool_cpu_quota(&quota) == 0 && quota < n) n = quota;
-      if (n == 0) n = 1;
-      if (n > LANEPOOL_MAX_LANES_PER_BAND) n = LANEPOOL_MAX_LANES_PER_BAND;
-      cfg.lanes_per_band = n;
-    }
     if (rc == 0) rc = create_pool(&cfg, 1, 0, &p);
     if (rc == 0) atomic_store_explicit(&default_pool, p, memory_order_release);
     created = rc == 0;

@@ -113,11 +113,7 @@ static void walk(const char *base, const char *cgpath, int v2, int *found, uint3
     }
     if (len <= base_len) break;
     char *slash = strrchr(dir + base_len, '/');
-    if (!slash) {
-      dir[base_len] = '\0';
-    } else {
-      *slash = '\0';
-    }
+    *(slash ? slash : dir + base_len) = '\0';
   }
 }
 

@@ -30,7 +30,7 @@
 uint64_t lanepool_now_ns(void) { return lanepool__now_ns(); }
 
 static bool before(const lanepool__timer_entry *a, const lanepool__timer_entry *b) {
-  return a->deadline < b->deadline || (a->deadline == b->deadline && a->seq < b->seq);
+  return a->deadline < b->deadline || (a->deadline == b->deadline && a->id < b->id);
 }
 
 static int compare_entries(const void *a, const void *b) {
@@ -68,6 +68,12 @@ static void heap_remove(lanepool__timers *t, size_t i) {
     sift_down(t->heap, t->len, i);
     sift_up(t->heap, i);
   }
+}
+
+/* Takes t->lock, the controlled scheduler's access point first. */
+static void heap_lock(lanepool__timers *t) {
+  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
+  pthread_mutex_lock(&t->lock);
 }
 
 int lanepool__timers_init(lanepool__timers *t) {
@@ -192,15 +198,13 @@ static void *timer_main(void *arg) {
 
   uint64_t check_every = pool->stall_threshold_ns / 2;
   uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
-  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-  pthread_mutex_lock(&t->lock);
+  heap_lock(t);
   while (!t->stop) {
     uint64_t now = lanepool__now_ns();
     if (now >= next_check) {
       pthread_mutex_unlock(&t->lock);
       check_stalls(pool, now);
-      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-      pthread_mutex_lock(&t->lock);
+      heap_lock(t);
       next_check = lanepool__add_sat(now, check_every);
       continue;
     }
@@ -211,8 +215,7 @@ static void *timer_main(void *arg) {
       pthread_mutex_unlock(&t->lock);
       LANEPOOL_INJECT(LANEPOOL__AT_SPIN); /* waits for the lane: pass the turn on */
       usleep(100);
-      LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-      pthread_mutex_lock(&t->lock);
+      heap_lock(t);
       continue;
     }
     uint64_t wake = next_check;
@@ -249,25 +252,9 @@ int lanepool__timers_start(lanepool_t *pool) {
 }
 
 static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
-                            lanepool_fn fn, void *ctx, lanepool_timer_t *out);
-
-static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
-                     lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
-  /* Before any lock: in a fork child the lock may have been held by a parent thread. */
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  /* A call under way until the signal below: the timer may fire, run, and its owner
-   * destroy the pool before this thread is out (calls.c). */
-  const void *outer = lanepool__call_enter(pool);
-  int rc = add_timer_locked(pool, lane, band, deadline, fn, ctx, out);
-  lanepool__call_leave(outer);
-  return rc;
-}
-
-static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
                             lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
   lanepool__timers *t = &pool->timers;
-  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-  pthread_mutex_lock(&t->lock);
+  heap_lock(t);
   int rc = 0;
   if (t->intake == LANEPOOL__INTAKE_CLOSED ||
       (t->intake == LANEPOOL__INTAKE_OWN_ONLY && !lanepool__is_own_lane(pool)))
@@ -288,16 +275,28 @@ static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, u
     return rc;
   }
   lanepool_timer_t id = t->next_id++;
-  t->heap[t->len] = (lanepool__timer_entry){deadline, id, id, lane, band, fn, ctx};
+  t->heap[t->len] = (lanepool__timer_entry){deadline, id, lane, band, fn, ctx};
   sift_up(t->heap, t->len++);
   /* release: pairs with the drain scan's acquire. */
   atomic_fetch_add_explicit(&t->added, 1, memory_order_release);
-  bool earliest = t->heap[0].seq == id;
+  bool earliest = t->heap[0].id == id;
   pthread_mutex_unlock(&t->lock);
   if (earliest) pthread_cond_signal(&t->cond);
   LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (out) *out = id;
   return 0;
+}
+
+static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                     lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+  /* Before any lock: in a fork child the lock may have been held by a parent thread. */
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  /* A call under way until add_timer_locked's signal: the timer may fire, run, and its owner
+   * destroy the pool before this thread is out (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
+  int rc = add_timer_locked(pool, lane, band, deadline, fn, ctx, out);
+  lanepool__call_leave(outer);
+  return rc;
 }
 
 int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanepool_fn fn,
@@ -318,21 +317,14 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
   const void *outer = lanepool__call_enter(pool); /* until its event is told (calls.c) */
   lanepool__timers *t = &pool->timers;
-  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-  pthread_mutex_lock(&t->lock);
-  if (timer == 0 || timer >= t->next_id) {
-    pthread_mutex_unlock(&t->lock);
-    lanepool__call_leave(outer);
-    return EINVAL;
-  }
-  int rc = EALREADY;
-  for (size_t i = 0; i < t->len; i++) {
+  heap_lock(t);
+  int rc = timer == 0 || timer >= t->next_id ? EINVAL : EALREADY;
+  for (size_t i = 0; rc == EALREADY && i < t->len; i++) {
     if (t->heap[i].id == timer) {
       if (ctx_out) *ctx_out = t->heap[i].ctx;
       heap_remove(t, i);
       atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
       rc = 0;
-      break;
     }
   }
   pthread_mutex_unlock(&t->lock);
@@ -342,8 +334,7 @@ int lanepool_timer_cancel(lanepool_t *pool, lanepool_timer_t timer, void **ctx_o
 }
 
 void lanepool__timers_set_intake(lanepool_t *pool, int intake) {
-  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-  pthread_mutex_lock(&pool->timers.lock);
+  heap_lock(&pool->timers);
   if (intake > pool->timers.intake) pool->timers.intake = intake;
   pthread_mutex_unlock(&pool->timers.lock);
 }
@@ -357,8 +348,7 @@ void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, 
   lanepool__timers *t = &pool->timers;
   *cancelled = NULL;
   *count = 0;
-  LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
-  pthread_mutex_lock(&t->lock);
+  heap_lock(t);
   t->intake = LANEPOOL__INTAKE_CLOSED;
   if (t->len) {
     *cancelled = t->heap;
