@@ -60,6 +60,16 @@ static uint64_t pending_deadline, patience_ns, waits, vain;
 /* Wakes of a word no known thread waits on: threads that blocked before the run began
  * (parked lanes) and will show up for the first time. */
 static uint32_t strangers;
+/* Fairness: a thread picked `starve_steps` times in a row while another runnable thread
+ * that does not spin was passed over is preempted once, as if at a spin (a real
+ * kernel would run the other one). A busy-wait without a LANEPOOL__AT_SPIN mark (a lane
+ * looping on a band queue whose head cell is claimed but not yet published) would
+ * otherwise keep the turn forever once PCT's change points have passed, starving the
+ * producer it waits for: an unfair schedule no OS makes. Runs that do not busy-wait
+ * never pass anyone over more than ~70 times in a row.
+ * LANEPOOL_SCHED_STARVE_STEPS (default 1000; 0: off). */
+static uint64_t starve_steps, starve_len, preempts;
+static int starve_owner;
 static const char *point_name(int p);
 
 static __thread uint64_t my_run;
@@ -162,6 +172,15 @@ static void hand_on_now(int exclude, bool patient) {
   }
   if (n < 0) return;
   step++;
+  bool passed_over = false;
+  for (uint32_t i = 0; i < nslots && !passed_over; i++)
+    passed_over = (int)i != n && slots[i].state == RUNNABLE && !slots[i].spinning;
+  if (n == starve_owner && passed_over) {
+    starve_len++;
+  } else {
+    starve_owner = n;
+    starve_len = 0;
+  }
   current = n;
   taken = false;
   if (trace)
@@ -248,6 +267,12 @@ void sched_point_on(int point, const void *word) {
     break;
   default: {
     int exclude = point == LANEPOOL__AT_SPIN ? me : -1;
+    if (exclude < 0 && mine && starve_steps && starve_len >= starve_steps) {
+      exclude = me; /* preempted: see starve_steps */
+      preempts++;
+      if (trace)
+        fprintf(stderr, "sched: preempt: thread %d (%s) at %s\n", me, s->name, point_name(point));
+    }
     s->state = RUNNABLE;
     if (mine && strategy == SCHED_PCT)
       for (uint32_t j = 0; j + 1 < depth; j++)
@@ -338,7 +363,11 @@ void sched_begin(uint64_t seed, sched_strategy strat, uint32_t pct_depth, uint32
   expected = expected_threads;
   open_gate = expected == 0;
   current = -1;
-  step = fallbacks = waits = vain = 0;
+  step = fallbacks = waits = vain = preempts = 0;
+  starve_owner = -1;
+  starve_len = 0;
+  const char *ss = getenv("LANEPOOL_SCHED_STARVE_STEPS");
+  starve_steps = ss ? (uint64_t)atoll(ss) : 1000;
   strangers = 0;
   pending = false;
   const char *pe = getenv("LANEPOOL_SCHED_PATIENCE_US");
@@ -375,8 +404,10 @@ static const char *point_name(int p) {
 
 void sched_dump(int fd) { /* from a signal handler at the end: no lock, best effort */
   char line[160];
-  int len = snprintf(line, sizeof line, "sched: step %llu, turn: %d, fallbacks %llu\n",
-                     (unsigned long long)step, current, (unsigned long long)fallbacks);
+  int len =
+      snprintf(line, sizeof line, "sched: step %llu, turn: %d, fallbacks %llu, preempts %llu\n",
+               (unsigned long long)step, current, (unsigned long long)fallbacks,
+               (unsigned long long)preempts);
   ssize_t ignored = write(fd, line, (size_t)len);
   static const char *const states[] = {"?", "runnable", "free", "gone"};
   for (uint32_t i = 0; i < nslots && i < MAX_THREADS; i++) {

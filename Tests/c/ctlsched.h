@@ -24,6 +24,11 @@
  * `watchdog_us` (blocked on a lock held by a waiting thread, or slow on a loaded
  * machine) loses it: counted as a fallback, it runs free until its next point.
  *
+ * Fairness: a thread picked LANEPOOL_SCHED_STARVE_STEPS (default 1000) times in a row
+ * while another runnable thread that does not spin is passed over is preempted once, as
+ * a kernel would (a busy-wait with no spin point would otherwise starve, under PCT, the
+ * thread it waits for: a schedule no fair OS makes).
+ *
  * Points reached inside a lock (LANEPOOL__AT_SPILL, LANEPOOL__AT_TIMER_FIRE) never
  * switch, so that the next thread does not block on that lock.
  *

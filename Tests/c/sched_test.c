@@ -25,14 +25,17 @@
  *   cc -std=gnu11 -O1 -g -pthread -DLANEPOOL_TEST_INJECT -Iinclude -ISources/CLanePool \
  *      Tests/c/sched_test.c Tests/c/ctlsched.c Sources/CLanePool/(all).c -o sched_test
  *   ./sched_test [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] [--fork]
- *                [--list]
+ *                [--pct-steps N] [--list]
  * --runs: schedules per scenario and strategy (default 500), seeds S, S+1, ...
  * (default S = 1). --fork runs each schedule in a child process and goes on after a
  * failure (a hang, a sanitizer report): it counts the failing seeds, for a survey.
+ * --pct-steps: PCT's length estimate, fixed (by default it starts at 64 and grows to the
+ * longest run so far, which depends on timing: a replay must give the value the run had).
  * A failure prints the line that replays it, and the seed range that finds it again:
- *   ./sched_test --scenario NAME --strategy pct --seed S --runs 1
+ *   ./sched_test --scenario NAME --strategy pct --seed S --runs 1 --pct-steps N
  * Environment: LANEPOOL_SCHED_CAP_S (a run's cap, default 30 s), LANEPOOL_SCHED_TRACE,
  * LANEPOOL_SCHED_PATIENCE_US, LANEPOOL_SCHED_WATCHDOG_US (default 4000),
+ * LANEPOOL_SCHED_STARVE_STEPS (default 1000, 0 off: see ctlsched.c, starve_steps),
  * LANEPOOL_SCHED_HANG_WAIT (a hang waits for a debugger instead of exiting).
  * Scenarios that reveal a defect not fixed yet are marked in the table and skipped
  * unless LANEPOOL_SCHED_KNOWN=1 (or named with --scenario); none is marked today.
@@ -324,6 +327,7 @@ static int passed, failed;
 static unsigned hang_cap_s = 30;
 static bool fork_mode;
 static uint32_t watchdog_us = 4000; /* LANEPOOL_SCHED_WATCHDOG_US */
+static uint32_t fixed_pct_steps;    /* --pct-steps; 0: adaptive */
 
 static lanepool_t *make_pool(void) {
   lanepool_config_t cfg;
@@ -434,8 +438,11 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
                     sched_stats *stats, char *why, size_t cap) {
   char name[64];
   scenario_name(sc, name, sizeof name);
-  snprintf(run_desc, sizeof run_desc, "--scenario %s --strategy %s --seed %llu --runs 1", name,
-           sched_strategy_name(st), (unsigned long long)seed);
+  /* PCT's change points depend on pct_steps: the replay gives it. */
+  char steps_arg[32] = "";
+  if (st == SCHED_PCT) snprintf(steps_arg, sizeof steps_arg, " --pct-steps %u", pct_steps);
+  snprintf(run_desc, sizeof run_desc, "--scenario %s --strategy %s --seed %llu --runs 1%s", name,
+           sched_strategy_name(st), (unsigned long long)seed, steps_arg);
   snprintf(range_desc, sizeof range_desc,
            "--scenario %s --strategy %s --seed %llu --runs %llu --fork", name,
            sched_strategy_name(st), (unsigned long long)range_first,
@@ -510,7 +517,7 @@ static int run_forked(const scenario *sc, sched_strategy st, uint64_t seed, uint
 static int usage(void) {
   fprintf(stderr,
           "usage: %s [--runs N] [--scenario NAME] [--strategy pct|random] [--seed S] "
-          "[--fork] [--list]\n",
+          "[--fork] [--pct-steps N] [--list]\n",
           argv0);
   return 2;
 }
@@ -542,6 +549,8 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else if (strcmp(argv[i], "--strategy") == 0)
       strat = argv[++i];
+    else if (strcmp(argv[i], "--pct-steps") == 0)
+      fixed_pct_steps = (uint32_t)strtoul(argv[++i], NULL, 10);
     else
       return usage();
   }
@@ -584,17 +593,22 @@ int main(int argc, char **argv) {
       sched_strategy st = k == 0 ? SCHED_PCT : SCHED_RANDOM;
       if (strat && strcmp(strat, sched_strategy_name(st)) != 0) continue;
       uint64_t steps = 0, max_steps = 0, fallbacks = 0, waits = 0, vain = 0, done = 0;
-      uint32_t pct_steps = 64; /* PCT's length estimate: the longest run seen so far */
+      /* PCT's length estimate: the longest run seen so far (or --pct-steps) */
+      uint32_t pct_steps = fixed_pct_steps ? fixed_pct_steps : 64;
       bool ok = true;
       char why[300];
       range_first = first_seed;
       uint64_t bad[4] = {0}, first_bad[4] = {0}; /* --fork: books, hang, crash/sanitizer */
+      uint32_t first_steps[4] = {0};             /* pct_steps of first_bad's run */
       for (uint64_t r = 0; r < runs && (ok || fork_mode); r++) {
         sched_stats st_run;
         if (fork_mode) {
           int kind = run_forked(sc, st, first_seed + r, pct_steps, &st_run);
           if (kind) {
-            if (!bad[kind]++) first_bad[kind] = first_seed + r;
+            if (!bad[kind]++) {
+              first_bad[kind] = first_seed + r;
+              first_steps[kind] = pct_steps;
+            }
             ok = false;
           }
         } else {
@@ -606,7 +620,7 @@ int main(int argc, char **argv) {
         waits += st_run.waits;
         vain += st_run.vain;
         if (st_run.steps > max_steps) max_steps = st_run.steps;
-        if (st_run.steps > pct_steps) pct_steps = (uint32_t)st_run.steps;
+        if (!fixed_pct_steps && st_run.steps > pct_steps) pct_steps = (uint32_t)st_run.steps;
         if (!ok && !fork_mode) {
           fprintf(stderr, "FAIL %s %s seed %llu: %s\n  replay: %s %s\n  or the range: %s %s\n",
                   name, sched_strategy_name(st), (unsigned long long)(first_seed + r), why, argv0,
@@ -628,11 +642,16 @@ int main(int argc, char **argv) {
              (unsigned long long)fallbacks, ok ? "" : "  FAILED");
       static const char *const kinds[] = {"", "books", "hang", "crash or sanitizer report"};
       for (int kind = 1; kind < 4; kind++)
-        if (bad[kind])
+        if (bad[kind]) {
+          char steps_arg[32] = "";
+          if (st == SCHED_PCT)
+            snprintf(steps_arg, sizeof steps_arg, " --pct-steps %u", first_steps[kind]);
           printf("    %llu schedules failed (%s), first seed %llu: %s --scenario %s --strategy %s "
-                 "--seed %llu --runs 1\n",
+                 "--seed %llu --runs 1%s\n",
                  (unsigned long long)bad[kind], kinds[kind], (unsigned long long)first_bad[kind],
-                 argv0, name, sched_strategy_name(st), (unsigned long long)first_bad[kind]);
+                 argv0, name, sched_strategy_name(st), (unsigned long long)first_bad[kind],
+                 steps_arg);
+        }
       fflush(stdout);
     }
   }
