@@ -134,19 +134,10 @@ void lanepool__bandq_set_intake(lanepool__band *band, int intake) {
                          intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED : LANEPOOL__OWN_ONLY);
 }
 
-/* After every thread of the band was joined: each queued job to `discard`. A claimed
- * cell not yet published is waited for (its producer got 0). */
+/* After every thread of the band was joined: each queued job to `discard`. */
 void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
                                  void *discard_arg) {
-  lanepool__task task;
-  for (uint32_t i = 0; i < band->shards; i++) {
-    lanepool__ring *r = &band->rings[i];
-    uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
-    for (uint64_t pos; (pos = lanepool__ring_head(r)) < end;) {
-      (void)lanepool__ring_wait_cell(r, pos);
-      if (lanepool__ring_take(r, &task)) lanepool__discard_plain(&task, discard, discard_arg);
-    }
-  }
-  while (lanepool__spill_take(&band->spill, NULL, 1, false, &task, NULL))
-    lanepool__discard_plain(&task, discard, discard_arg);
+  for (uint32_t i = 0; i < band->shards; i++)
+    lanepool__discard_queue(&band->rings[i], i + 1 == band->shards ? &band->spill : NULL, discard,
+                            discard_arg);
 }

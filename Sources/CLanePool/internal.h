@@ -180,10 +180,10 @@ struct lanepool_lane {
   _Atomic uint32_t away;
   _Atomic uint64_t adopted; /* [cons, atomic: relaxed] tasks of other lanes' queues it ran */
   _Atomic uint64_t yields;  /* [cons, atomic: relaxed] times it let its waker go first */
-  /* The band's rescue thread only (worker.c, "The rescue thread"): per band lane i, its
-   * lane-bound progress at the last look ([i]), and the band queue's head ([n]); and
-   * until when it parks with a timeout whatever it finds. [cons] */
-  uint64_t *rescue_seen;
+  /* The band's rescue thread only (worker.c, "The rescue thread"): the band's progress at
+   * its last look and since when it has been that; until when it parks with a timeout
+   * whatever it finds. [cons] */
+  uint64_t rescue_seen[2];
   uint64_t rescue_calm_until;
 
   /* ---- parking ---- */

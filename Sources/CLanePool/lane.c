@@ -136,15 +136,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   else
     snprintf(suffix, sizeof suffix, "-%s-%u", lanepool__band_short_names[band], index);
   lanepool__thread_name(pool->name, suffix, lane->name);
-  if (lane->spare) {
-    lane->rescue_seen = malloc(((size_t)index + 1) * sizeof(uint64_t));
-    if (!lane->rescue_seen) {
-      lanepool__lane_free(lane);
-      *rc = ENOMEM;
-      return NULL;
-    }
-    for (uint32_t i = 0; i <= index; i++) lane->rescue_seen[i] = UINT64_MAX; /* unseen */
-  }
+  lane->rescue_seen[0] = UINT64_MAX; /* no progress seen yet */
   *rc = 0;
   return lane;
 
@@ -161,7 +153,6 @@ fail_lane:
 
 void lanepool__lane_free(lanepool_lane_t *lane) {
   if (!lane) return;
-  free(lane->rescue_seen);
   lanepool__spill_destroy(&lane->spill);
   pthread_mutex_destroy(&lane->thread_lock);
   pthread_mutex_destroy(&lane->boost_lock);
@@ -340,29 +331,28 @@ void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
 }
 
 /* One queued task to the discard pass: a sync already answered (fn NULL) is skipped, a
- * queued sync is answered ECANCELED, any other goes to `discard`. */
-void lanepool__discard_task(const lanepool__task *task, lanepool_discard_fn discard,
-                            void *discard_arg) {
+ * queued sync is answered ECANCELED; any other goes to `discard` as the header documents
+ * (a two-argument task as fn cast to lanepool_fn, ctx pointing at a lanepool_task2_t
+ * {a, b} that lives during the call). */
+static void discard_task(const lanepool__task *task, lanepool_discard_fn discard, void *arg) {
+  lanepool_task2_t pair = {task->ctx, task->arg};
   if (!task->fn) return;
   if (task->fn == lanepool__sync_trampoline && !task->arg)
     lanepool__sync_discard(task->ctx);
   else
-    lanepool__discard_plain(task, discard, discard_arg);
+    discard(task->fn, task->arg ? &pair : task->ctx, arg);
 }
 
-/* After the lane's thread was joined: hands every queued task, FIFO, to discard. A cell
- * claimed but not yet published is waited for (its producer got 0). */
-void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
-                                void *discard_arg) {
+void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_discard_fn discard,
+                             void *discard_arg) {
   lanepool__task task;
-  lanepool__ring *r = &lane->ring;
   uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst); /* CLOSED: final */
   for (uint64_t pos; (pos = lanepool__ring_head(r)) < end;) {
     (void)lanepool__ring_wait_cell(r, pos);
-    if (lanepool__ring_pop(r, &task)) lanepool__discard_task(&task, discard, discard_arg);
+    if (lanepool__ring_pop(r, &task)) discard_task(&task, discard, discard_arg);
   }
-  while (lanepool__spill_take(&lane->spill, NULL, 1, false, &task, NULL))
-    lanepool__discard_task(&task, discard, discard_arg);
+  while (l && lanepool__spill_take(l, NULL, 1, false, &task, NULL))
+    discard_task(&task, discard, discard_arg);
 }
 
 /* ---- picking a lane by key --------------------------------------------------------- */

@@ -241,7 +241,7 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   lanepool_t *outer = lanepool__in_callback;
   lanepool__in_callback = pool;
   for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
-    lanepool__lane_discard_all(pool->lanes[i], discard, discard_arg);
+    lanepool__discard_queue(&pool->lanes[i]->ring, &pool->lanes[i]->spill, discard, discard_arg);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
     lanepool__bandq_discard_all(&pool->bands[b], discard, discard_arg);
   for (size_t i = 0; i < timer_count; i++) discard(timers[i].fn, timers[i].ctx, discard_arg);

@@ -67,23 +67,11 @@ bool lanepool__lane_has_work(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_depth(const lanepool_lane_t *lane);
 uint64_t lanepool__lane_accepted(lanepool_lane_t *lane);
 uint64_t lanepool__lane_finished(lanepool_lane_t *lane);
-void lanepool__lane_discard_all(lanepool_lane_t *lane, lanepool_discard_fn discard,
-                                void *discard_arg);
-/* A task to a discard callback as the header documents: a two-argument task as fn cast
- * to lanepool_fn and ctx pointing at a lanepool_task2_t {a, b} that lives during the
- * call; any other as it was submitted. */
-static inline void lanepool__discard_plain(const lanepool__task *task, lanepool_discard_fn discard,
-                                           void *discard_arg) {
-  if (task->arg) {
-    lanepool_task2_t pair = {task->ctx, task->arg};
-    discard(task->fn, &pair, discard_arg);
-  } else {
-    discard(task->fn, task->ctx, discard_arg);
-  }
-}
-/* One queued task to a discard callback (a queued sync is answered ECANCELED instead). */
-void lanepool__discard_task(const lanepool__task *task, lanepool_discard_fn discard,
-                            void *discard_arg);
+/* After the threads that take from it were joined: every task of a queue (a ring, then a
+ * list; l may be NULL), FIFO, to `discard` (a queued sync is answered ECANCELED instead).
+ * A cell claimed but not yet published is waited for (its producer got 0). */
+void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_discard_fn discard,
+                             void *discard_arg);
 /* Cancel: answers every sync queued on the lane ECANCELED (its cell then skipped). */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane);
 /* A queued sync (lane.c): its record lives in the caller's frame while it waits. */

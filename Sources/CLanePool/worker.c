@@ -196,9 +196,8 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (fair_turn) {
       fair_turn = false;
-      got = !me->spare &&
-            (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
-             (pool->lanes_per_band > 1 && adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED)));
+      got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
+                           adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED));
     }
     if (!got && (holding || (lanepool__lane_has_work(me) && lanepool__excl_try(me)))) {
       if (!holding) come_back(me);
@@ -216,7 +215,11 @@ static void lane_loop(lanepool_lane_t *me) {
       if (holding) lanepool__excl_release(me);
       holding = false;
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
-            (pool->lanes_per_band > 1 && adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED));
+            adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
+      if (!got) { /* a claim not yet published, or a job left to its thread a while */
+        LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+        sched_yield();
+      }
     }
     if (got) continue;
     /* Nothing to take. */

@@ -1197,6 +1197,54 @@ static void test_rescue_lane_sync(void) {
   CHECK_RC(lanepool_destroy(r.pool), 0);
 }
 
+/* One lane per band. Band job J1 on the lane's thread waits for J2, queued behind it:
+ * only the rescue thread can run J2. J2 frees J1, then queues task X on the rescue lane
+ * (its own, left free while it runs band work) and waits for X: the lane's thread, free
+ * again, must run the rescue lane's queue (a sibling away with work queued), or X and
+ * J2 wait for ever. */
+static struct {
+  lanepool_t *pool;
+  _Atomic int j1_go, j1_done, x_ran, j2_ok, j2_done;
+  lanepool_lane_t *_Atomic j2_lane;
+  _Atomic int x_tid, j1_tid;
+} rq_run;
+
+static void rq_x(void *arg) {
+  (void)arg;
+  atomic_store(&rq_run.x_tid, my_tid());
+  atomic_store(&rq_run.x_ran, 1);
+}
+static void rq_j2(void *arg) {
+  (void)arg;
+  atomic_store(&rq_run.j2_lane, current());
+  atomic_store(&rq_run.j1_go, 1);
+  if (!wait_flag(&rq_run.j1_done)) hang("J1's end");
+  atomic_store(&rq_run.j2_ok, lanepool_lane_async(rescue_of(rq_run.pool), rq_x, NULL) == 0 &&
+                                  wait_flag(&rq_run.x_ran));
+  atomic_store(&rq_run.j2_done, 1);
+}
+static void rq_j1(void *arg) {
+  (void)arg;
+  atomic_store(&rq_run.j1_tid, my_tid());
+  if (lanepool_async(rq_run.pool, LANEPOOL_QOS_DEFAULT, rq_j2, NULL) == 0)
+    (void)wait_flag(&rq_run.j1_go);
+  atomic_store(&rq_run.j1_done, 1);
+}
+
+static void test_rescue_lane_queue_run_by_the_band(void) {
+  current_test = "rescue: the rescue lane's queue, its thread away in band work, is run by the "
+                 "band's free thread";
+  memset(&rq_run, 0, sizeof rq_run);
+  rq_run.pool = make_pool("rescue-lane", 1);
+  CHECK_RC(lanepool_async(rq_run.pool, LANEPOOL_QOS_DEFAULT, rq_j1, NULL), 0);
+  if (!wait_flag(&rq_run.j2_done)) hang("J2's end (X on the rescue lane never ran)");
+  CHECK(atomic_load(&rq_run.j2_ok));
+  CHECK(atomic_load(&rq_run.j2_lane) == rescue_of(rq_run.pool));    /* J2 was rescued */
+  CHECK(atomic_load(&rq_run.x_tid) == atomic_load(&rq_run.j1_tid)); /* the lane's thread */
+  CHECK_RC(lanepool_shutdown(rq_run.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(rq_run.pool), 0);
+}
+
 /* A cancel while the rescue thread runs a rescued task that blocks: the cancel waits
  * for it (each thread finishes its current task), and band work submitted meanwhile
  * (no thread free to take it) reaches the discard callback once, never runs. */
@@ -1660,6 +1708,7 @@ int main(int argc, char **argv) {
     test_rescue_behind_lane_bound(false, true);
     test_rescued_task_submits_local();
     test_rescue_lane_sync();
+    test_rescue_lane_queue_run_by_the_band();
     test_sync_on_away_lane_while_stuck(LANEPOOL_SHUTDOWN_DRAIN);
   }
   for (int r = 0; r < rounds; r++) {
