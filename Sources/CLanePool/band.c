@@ -21,6 +21,9 @@
 /* The band this thread counts as for escalation, as band index + 1 (0: none known). Set
  * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
 __thread int lanepool__thread_band;
+/* The tid this thread had when it last entered a band: in a fork child, the copy of the
+ * forking thread still has its parent's here, and may restore the tokens it holds. */
+static __thread pid_t entered_as;
 
 #ifdef LANEPOOL_TEST_HOOKS
 _Atomic(lanepool__test_point_fn) lanepool__test_point;
@@ -69,7 +72,9 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   int policy = sched_getscheduler(0);
   struct sched_param sp = {0};
   (void)sched_getparam(0, &sp);
-  t.saved_sched = policy & ~SCHED_RESET_ON_FORK;
+  t.saved_sched = policy; /* with SCHED_RESET_ON_FORK, which every request below keeps */
+  const int keep = policy & SCHED_RESET_ON_FORK;
+  entered_as = tid;
   t.saved_rt_priority = sp.sched_priority;
   t.saved_nice = lanepool__get_nice(0);
   t.saved_ioprio = lanepool__get_ioprio(tid);
@@ -86,12 +91,12 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
    *    when the thread could not leave it again. Real-time is not in the default table. */
   int want_sched = (int)p.sched;
   int err = 0;
-  if (want_sched == LANEPOOL_SCHED_IDLE && t.saved_sched != SCHED_IDLE && !may_come_back) {
+  if (want_sched == LANEPOOL_SCHED_IDLE && (policy & ~keep) != SCHED_IDLE && !may_come_back) {
     err = EPERM;
     want_sched = LANEPOOL_SCHED_BATCH;
   }
-  if (want_sched != t.saved_sched || p.rt_priority != t.saved_rt_priority) {
-    int e = lanepool__set_sched(0, want_sched, p.rt_priority);
+  if (want_sched != (policy & ~keep) || p.rt_priority != t.saved_rt_priority) {
+    int e = lanepool__set_sched(0, want_sched | keep, p.rt_priority);
     if (!err) err = e;
   }
   record(&t.sched, p.sched, sched_getscheduler(0) & ~SCHED_RESET_ON_FORK, err);
@@ -156,7 +161,9 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
 
 int lanepool_thread_restore(const lanepool_band_token_t *token) {
   if (!token || !lanepool__size_accepted(token->struct_size, sizeof *token)) return EINVAL;
-  if (token->tid != own_tid()) return EINVAL;
+  /* The thread that entered, or its copy in a fork child (the forking thread's copy has
+   * its thread-locals, and another tid). */
+  if (token->tid != own_tid() && token->tid != entered_as) return EINVAL;
   int saved_errno = errno;
   int first = 0;
 #define KEEP(e)                                                                                    \
@@ -166,7 +173,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   } while (0)
   /* The order of entering: policy (which resets a custom slice), nice, I/O priority,
    * timer slack, slice. Only what entering asked for is put back. */
-  int policy = sched_getscheduler(0) & ~SCHED_RESET_ON_FORK;
+  int policy = sched_getscheduler(0);
   struct sched_param sp = {0};
   (void)sched_getparam(0, &sp);
   if (policy != token->saved_sched || sp.sched_priority != token->saved_rt_priority)
@@ -181,7 +188,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
     lanepool__sched_attr attr;
     int e = lanepool__get_attr(0, &attr);
     if (!e && attr.sched_runtime != token->saved_slice) {
-      attr.sched_flags = 0;
+      attr.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
       attr.sched_runtime = token->saved_slice;
       e = lanepool__set_attr(0, &attr);
     }
@@ -221,21 +228,6 @@ static bool escalation_on(void) {
     atomic_store_explicit(&escalation, e, memory_order_relaxed);
   }
   return e == 1;
-}
-
-int lanepool__waiter_band(void) {
-  lanepool_lane_t *cur = lanepool__current;
-  if (cur) {
-    uint32_t boosted = atomic_load_explicit(&cur->boost_band, memory_order_relaxed);
-    return (int)(boosted < cur->band ? boosted : cur->band);
-  }
-  return lanepool__thread_band ? lanepool__thread_band - 1 : 2; /* default */
-}
-
-int lanepool_thread_qos(lanepool_qos_t *out) {
-  if (!out) return EINVAL;
-  *out = lanepool__qos_of_band[lanepool__waiter_band()];
-  return 0;
 }
 
 bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket) {
@@ -311,6 +303,36 @@ static int pool_nice_floor(lanepool_t *pool) {
   return f - 64;
 }
 
+/* A thread's settings, read (save) and put back (put_back_*): for a thread that carries a
+ * lane's boost without being its own (boost_tid). [boost_lock] */
+static void save_settings(pid_t tid, lanepool__boost_now *s) {
+  lanepool__sched_attr a;
+  s->sched_known = lanepool__get_attr(tid, &a) == 0;
+  s->policy = (int)a.sched_policy |
+              (a.sched_flags & LANEPOOL__SCHED_FLAG_RESET_ON_FORK ? SCHED_RESET_ON_FORK : 0);
+  s->rt_priority = (int)a.sched_priority;
+  s->nice = a.sched_nice;
+  s->slice_ns = a.sched_runtime;
+  s->ioprio = lanepool__get_ioprio(tid);
+  s->ioprio_known = s->ioprio >= 0;
+}
+
+static void put_back_sched(pid_t tid, const lanepool__boost_now *s) {
+  if (!s->sched_known) return;
+  lanepool__sched_attr a = {
+      .sched_policy = (uint32_t)(s->policy & ~SCHED_RESET_ON_FORK),
+      .sched_flags = s->policy & SCHED_RESET_ON_FORK ? LANEPOOL__SCHED_FLAG_RESET_ON_FORK : 0,
+      .sched_nice = s->nice,
+      .sched_priority = (uint32_t)s->rt_priority,
+      .sched_runtime = s->slice_ns};
+  (void)lanepool__set_attr(tid, &a);
+}
+
+static void put_back(pid_t tid, const lanepool__boost_now *s) {
+  put_back_sched(tid, s);
+  if (s->ioprio_known) (void)lanepool__set_ioprio(tid, s->ioprio);
+}
+
 /* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
 static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
   (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
@@ -326,8 +348,8 @@ static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
  * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
  * band achieves is thus learned once: privileges gained later are not tried for it,
  * and a task that changes its own thread's settings is not seen. */
-static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
-                        size_t log_len) {
+static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band,
+                        const lanepool__boost_now *own, char *log_line, size_t log_len) {
   lanepool_t *pool = lane->pool;
   int saved_errno = errno;
   LANEPOOL__TEST_POINT("boost_apply", lane, tid);
@@ -355,12 +377,15 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
     int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
     int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    if (nice >= (int)lane->applied.nice.got) {
-      /* No room under RLIMIT_NICE: the lane's CPU weight cannot grow. Its own policy and
+    if (nice >= (own ? own->nice : (int)lane->applied.nice.got)) {
+      /* No room under RLIMIT_NICE: the thread's CPU weight cannot grow. Its own policy and
        * slice stay (the band's policy and short slice at the lane's nice made the awaited
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
-      set_own_sched(lane, tid);
+      if (own)
+        put_back_sched(tid, own);
+      else
+        set_own_sched(lane, tid);
     } else if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0) {
       (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                             p->slice_ns);
@@ -398,18 +423,50 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
   return lane->band;
 }
 
+/* Who should carry the lane's boost: the holder of its exclusion, else its own thread
+ * (0: it has none now; a successor re-applies what waiters hold when it starts). */
+static pid_t boost_holder(lanepool_lane_t *lane) {
+  uint32_t x = atomic_load_explicit(&lane->excl, memory_order_seq_cst);
+  if (x && x != LANEPOOL__EXCL_CLOSED) return (pid_t)x;
+  return (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+}
+
 void lanepool__boost_update(lanepool_lane_t *lane) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   char log_line[320] = "";
   pthread_mutex_lock(&lane->boost_lock);
-  uint32_t want = wanted_band(lane);
-  if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
-    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
-     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
-    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
-    atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
-    LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
+  for (;;) {
+    uint32_t want = wanted_band(lane);
+    pid_t own = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+    pid_t to = want == lane->band ? 0 : boost_holder(lane);
+    pid_t from = (pid_t)atomic_load_explicit(&lane->boost_tid, memory_order_relaxed);
+    if (from && from != to) { /* the boost leaves `from`: its own settings back */
+      if (from == own)
+        boost_apply(lane, own, lane->band, NULL, log_line, sizeof log_line);
+      else
+        put_back(from, &lane->boost_saved);
+      atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+      LANEPOOL__TRACE(BOOST, lane, lane->band, NULL, NULL);
+    }
+    if (to &&
+        (to != from || want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed))) {
+      if (to == own) {
+        boost_apply(lane, to, want, NULL, log_line, sizeof log_line);
+      } else { /* boost_now caches the lane's own thread's settings: not this one's */
+        lanepool__boost_now own_now = lane->boost_now;
+        if (to != from) save_settings(to, &lane->boost_saved);
+        memset(&lane->boost_now, 0, sizeof lane->boost_now);
+        boost_apply(lane, to, want, &lane->boost_saved, log_line, sizeof log_line);
+        lane->boost_now = own_now;
+      }
+      atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+      LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
+    }
+    /* seq_cst, then the holder once more: the pair with a holder that gives the lane up
+     * (store excl = 0 ; load boost_tid). Either it sees this thread as carrying the boost
+     * and moves it on, or this sees it gone and moves it now. */
+    atomic_store_explicit(&lane->boost_tid, to, memory_order_seq_cst);
+    if (!to || boost_holder(lane) == to) break;
   }
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */
@@ -421,15 +478,19 @@ void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
   /* Under boost_lock: an update that read the old tid has finished with it. */
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->tid, 0, memory_order_release);
+  if (atomic_load_explicit(&lane->boost_tid, memory_order_relaxed) == own_tid()) {
+    atomic_store_explicit(&lane->boost_tid, 0, memory_order_relaxed); /* it leaves with it */
+    atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  }
   memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
 }
 
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   pthread_mutex_lock(&lane->boost_lock);
-  atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
   /* A new thread: nothing known of what it has; the first update sets it all. */
-  memset(&lane->boost_now, 0, sizeof lane->boost_now);
+  if (!atomic_load_explicit(&lane->boost_tid, memory_order_relaxed))
+    memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
   lanepool__boost_update(lane);
 }

@@ -229,6 +229,13 @@ struct lanepool_lane {
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
   lanepool__boost_now boost_now; /* [boost_lock] */
+  /* The thread that carries the boost now: whoever holds the lane's exclusion (a sync
+   * caller running a closure inline, a sibling running its queue), else the lane's own
+   * thread; 0 while the lane runs at its own band. A thread not the lane's own had
+   * `boost_saved` before, put back when the boost leaves it. [boost_lock for writes;
+   * atomic: seq_cst, the pair with a holder that gives the lane up (sync.c)] */
+  _Atomic int boost_tid;
+  lanepool__boost_now boost_saved; /* [boost_lock] */
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
@@ -486,11 +493,10 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
 void lanepool__pool_free(lanepool_t *pool);
 
 
-/* band.c: escalation. A waiter of band `band` (lanepool__waiter_band) above the lane's
- * counts itself with lanepool__boost_join before its work is queued, calls
+/* band.c: escalation. A waiter of band `band` (sync.c, lanepool__waiter_band) above the
+ * lane's counts itself with lanepool__boost_join before its work is queued, calls
  * lanepool__boost_update once it is, and leaves with lanepool__boost_leave (exactly once
  * per join: whoever swaps `*ticket`, band + 1, to 0). */
-int lanepool__waiter_band(void);
 bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket);
 void lanepool__boost_update(lanepool_lane_t *lane);
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
@@ -547,6 +553,7 @@ typedef struct lanepool__sched_attr {
   uint64_t sched_deadline;
   uint64_t sched_period;
 } lanepool__sched_attr;
+#define LANEPOOL__SCHED_FLAG_RESET_ON_FORK 1u /* sched_attr.sched_flags */
 /* Thin wrappers over the scheduling system calls for thread `tid` (policy.c, also used
  * by band.c): 0 or an errno value; lanepool__get_nice leaves errno 0 unless it failed. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority);

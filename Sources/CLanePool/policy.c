@@ -141,7 +141,7 @@ int lanepool__set_slice(pid_t tid, uint64_t slice_ns) {
   lanepool__sched_attr attr;
   int rc = lanepool__get_attr(tid, &attr);
   if (rc) return rc;
-  attr.sched_flags = 0;
+  attr.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK; /* kept: unprivileged, a must */
   attr.sched_runtime = slice_ns;
   return lanepool__set_attr(tid, &attr);
 }
@@ -224,13 +224,14 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   }
   a->timer_slack.got = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
 
-  /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). */
+  /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). Not asked for:
+   * the kernel's default (runtime 0), not what the creating thread had (a thread that
+   * replaces one a task ended is started by that thread, boosted maybe). */
   lanepool__sched_attr attr;
   a->slice = (lanepool_applied_t){.requested = -1};
-  if (p->slice_ns != 0) {
-    a->slice.requested = (int64_t)p->slice_ns;
-    a->slice.error = lanepool__set_slice(tid, p->slice_ns);
-  }
+  if (p->slice_ns != 0) a->slice.requested = (int64_t)p->slice_ns;
+  int slice_error = lanepool__set_slice(tid, p->slice_ns);
+  if (p->slice_ns != 0) a->slice.error = slice_error;
   a->slice.got = lanepool__get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
 
   errno = saved;

@@ -119,6 +119,8 @@ void lanepool__excl_release(lanepool_lane_t *lane);
 /* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
  * thread a task ends counts and gives back (worker.c, thread_lost). */
 extern __thread lanepool_lane_t *lanepool__running_lane;
+/* The band this thread waits at (escalation): its own, or that of a lane it holds. */
+int lanepool__waiter_band(void);
 /* This thread runs a band job now (a lane task may run nested in it: sync.c). */
 extern __thread bool lanepool__band_job_running;
 /* Runs one task on the thread of lane `me` and counts it: the thread's started and

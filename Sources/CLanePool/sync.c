@@ -37,11 +37,25 @@ static inline uint32_t self_id(void) {
   return my_tid;
 }
 
+/* A boost carried by a thread that is not the holder any more moves to the one that is
+ * (band.c, lanepool__boost_update; the seq_cst pair with its store of boost_tid). */
+static inline void boost_follows(lanepool_lane_t *lane, bool taken) {
+  int carrier = atomic_load_explicit(&lane->boost_tid, memory_order_seq_cst);
+  if (__builtin_expect(carrier != 0, 0) &&
+      (taken ? carrier != (int)self_id()
+             : carrier == (int)self_id() &&
+                   carrier != atomic_load_explicit(&lane->tid, memory_order_relaxed)))
+    lanepool__boost_update(lane);
+}
+
 bool lanepool__excl_try(lanepool_lane_t *lane) {
   uint32_t free_ = 0;
-  return atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0 &&
-         atomic_compare_exchange_strong_explicit(&lane->excl, &free_, self_id(),
-                                                 memory_order_seq_cst, memory_order_relaxed);
+  if (atomic_load_explicit(&lane->excl, memory_order_relaxed) != 0 ||
+      !atomic_compare_exchange_strong_explicit(&lane->excl, &free_, self_id(), memory_order_seq_cst,
+                                               memory_order_relaxed))
+    return false;
+  boost_follows(lane, true);
+  return true;
 }
 
 void lanepool__excl_release(lanepool_lane_t *lane) {
@@ -51,6 +65,7 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
   /* seq_cst (a release too: what the holder ran happens before the next holder's
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
+  boost_follows(lane, false);
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
 }
 
@@ -152,6 +167,31 @@ bool lanepool__chain_holds_pool(const lanepool_t *pool) {
 int lanepool_lane_held_here(const lanepool_lane_t *lane, int *held) {
   if (!lane || !held) return EINVAL;
   *held = lanepool__held_now && lanepool__held_now->lane == lane;
+  return 0;
+}
+
+/* ---- whose band a waiter has (docs/priorities.md, "Whose band") ------------------ */
+
+/* The highest of: the thread's own band (a lane's thread: its lane's; a thread that
+ * entered a band: that one; any other: default), and the band each lane it holds runs
+ * at now (its own, or a waiter's): the lanes of its chain of syncs, a closure's lane
+ * included, and through a queued sync's record the lanes its caller holds. */
+int lanepool__waiter_band(void) {
+  lanepool_lane_t *home = lanepool__thread_lane;
+  uint32_t b = home ? home->band : lanepool__thread_band ? (uint32_t)lanepool__thread_band - 1 : 2;
+  for (const lanepool__held *h = lanepool__held_now; h; h = h->up) {
+    if (!h->lane) continue;
+    uint32_t lb =
+        atomic_load_explicit(&((lanepool_lane_t *)h->lane)->boost_band, memory_order_relaxed);
+    if (h->lane->band < lb) lb = h->lane->band;
+    if (lb < b) b = lb;
+  }
+  return (int)b;
+}
+
+int lanepool_thread_qos(lanepool_qos_t *out) {
+  if (!out) return EINVAL;
+  *out = lanepool__qos_of_band[lanepool__waiter_band()];
   return 0;
 }
 

@@ -607,6 +607,14 @@ static void end_thread(void *ctx) {
   pthread_exit(NULL);
 }
 
+/* A thread's EEVDF slice (sched_getattr's runtime), -1 if unreadable. */
+static long long slice_of(pid_t tid) {
+  lanepool__sched_attr attr;
+  memset(&attr, 0, sizeof attr);
+  if (syscall(SYS_sched_getattr, tid, &attr, sizeof attr, 0) != 0) return -1;
+  return (long long)attr.sched_runtime;
+}
+
 static void test_escalate_thread_replaced(void) {
   current_test = "escalate_thread_replaced";
   lanepool_t *pool = escalation_pool("esc5");
@@ -628,6 +636,173 @@ static void test_escalate_thread_replaced(void) {
   CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == boosted_policy(0));
   CHECK(bg_at_own_band(bg));
   CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- whose band: the thread that runs the awaited work carries the boost (case 1: a
+ * closure lent inline runs on its caller's thread), and inside an inline closure the
+ * calling thread's own band counts (case 2) ---- */
+
+static struct {
+  lanepool_lane_t *lane, *inner;
+  _Atomic int inside, release, tid, rc;
+  seen_t during, after;
+} lent;
+
+static void hold_inline(void *ctx) {
+  (void)ctx;
+  atomic_store(&lent.tid, gettid_());
+  atomic_store(&lent.inside, 1);
+  while (!atomic_load(&lent.release)) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  proc_sched(gettid_(), &lent.during.nice, &lent.during.policy); /* boosted, maybe */
+}
+
+static void *lend_thread(void *arg) {
+  (void)arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t);
+  atomic_store(&lent.rc, lanepool_lane_sync(lent.lane, hold_inline, NULL));
+  proc_sched(gettid_(), &lent.after.nice, &lent.after.policy);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_boost_reaches_inline_closure(void) {
+  current_test = "boost_reaches_inline_closure";
+  lanepool_t *pool = escalation_pool("esc12");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  memset(&lent, 0, sizeof lent);
+  lent.lane = bg;
+  pthread_t lender, waiter;
+  CHECK_RC(pthread_create(&lender, NULL, lend_thread, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&lent.inside); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pid_t f = (pid_t)atomic_load(&lent.tid);
+  CHECK(f != 0 && f != tid_of(bg)); /* inline: on the caller's thread */
+  int own_nice = nice_of(f);
+  CHECK(policy_of(f) == SCHED_BATCH);
+  atomic_store(&order_len, 0);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  CHECK_RC(pthread_create(&waiter, NULL, waiter_thread, &w), 0);
+  /* The userInteractive waiter queues behind the closure: the closure's thread is raised
+   * (root: nice -5, SCHED_OTHER), not the lane's parked thread. */
+  bool raised = false;
+  for (int i = 0; i < 10000 && !raised; i++) {
+    raised = atomic_load(&bg->boost_band) == 0 &&
+             syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, f) == (2 << 13) /* BE 0 */ &&
+             (mode != MODE_ROOT || (nice_of(f) == -5 && policy_of(f) == SCHED_OTHER));
+    struct timespec ts = {0, 1000000};
+    if (!raised) nanosleep(&ts, NULL);
+  }
+  CHECK(raised);
+  if (mode == MODE_ROOT) CHECK(nice_of(tid_of(bg)) == 10 && policy_of(tid_of(bg)) == SCHED_BATCH);
+  atomic_store(&lent.release, 1);
+  pthread_join(lender, NULL);
+  pthread_join(waiter, NULL);
+  CHECK_RC(atomic_load(&lent.rc), 0);
+  CHECK_RC(w.rc, 0);
+  if (mode == MODE_ROOT) CHECK(lent.during.nice == -5 && lent.during.policy == SCHED_OTHER);
+  /* Back exactly when the closure's lane was given up; the waiter's sync ran boosted. */
+  CHECK(lent.after.nice == own_nice && lent.after.policy == SCHED_BATCH);
+  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == boosted_policy(0));
+  CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* Case 2: a default thread syncs inline onto an idle utility lane; the closure syncs onto
+ * a busy background lane: that lane runs at default (the caller's band), not utility. */
+static void sync_inner(void *ctx) {
+  (void)ctx;
+  atomic_store(&lent.rc, lanepool_lane_sync(lent.inner, see_own, &lent.during));
+}
+
+static void *chain_thread(void *arg) {
+  (void)arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(LANEPOOL_QOS_DEFAULT, 0, &t);
+  int rc = lanepool_lane_sync(lent.lane, sync_inner, NULL);
+  if (rc) atomic_store(&lent.rc, rc);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_inline_chain_counts_the_callers_band(void) {
+  current_test = "inline_chain_counts_the_callers_band";
+  lanepool_t *pool = escalation_pool("esc13");
+  lanepool_lane_t *ut = lane_of(pool, LANEPOOL_QOS_UTILITY),
+                  *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  memset(&lent, 0, sizeof lent);
+  lent.lane = ut;
+  lent.inner = bg;
+  atomic_store(&lent.rc, -1);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0); /* busy: the inner sync queues */
+  pthread_t th;
+  CHECK_RC(pthread_create(&th, NULL, chain_thread, NULL), 0);
+  CHECK(wait_for_boost(bg, 2, tid_of(bg))); /* default, not utility (3) */
+  atomic_store(&gate, 1);
+  pthread_join(th, NULL);
+  CHECK_RC(atomic_load(&lent.rc), 0);
+  CHECK(lent.during.nice == boosted_nice(2) && lent.during.policy == boosted_policy(2));
+  CHECK(bg_at_own_band(bg) && unboosted(ut));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- restore puts back every attribute: SCHED_RESET_ON_FORK kept (unprivileged, a
+ * request that dropped it was refused), and a fork child's copy of the thread that
+ * entered may restore ---- */
+
+static void *reset_on_fork_thread(void *arg) {
+  int *ok = arg;
+  struct sched_param sp = {0};
+  *ok = sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &sp) == 0;
+  lanepool_band_token_t t;
+  *ok = *ok && lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t) == 0;
+  *ok = *ok && t.sched.error == 0 && policy_of(gettid_()) == SCHED_BATCH;
+  *ok = *ok && sched_getscheduler(0) == (SCHED_BATCH | SCHED_RESET_ON_FORK);
+  *ok = *ok && lanepool_thread_restore(&t) == 0;
+  *ok = *ok && sched_getscheduler(0) == (SCHED_OTHER | SCHED_RESET_ON_FORK);
+  return NULL;
+}
+
+static void test_restore_keeps_reset_on_fork(void) {
+  current_test = "restore_keeps_reset_on_fork";
+  int ok = 0;
+  pthread_t th;
+  CHECK_RC(pthread_create(&th, NULL, reset_on_fork_thread, &ok), 0);
+  pthread_join(th, NULL);
+  CHECK(ok);
+}
+
+static void test_restore_in_fork_child(void) {
+  current_test = "restore_in_fork_child";
+  lanepool_band_token_t t;
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t), 0);
+  long slack0 = (long)t.saved_timer_slack;
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    /* The copy of the thread that entered: it restores what it inherited. */
+    int rc = lanepool_thread_restore(&t);
+    bool back =
+        policy_of(gettid_()) == SCHED_OTHER && nice_of(gettid_()) == 0 && slack_now() == slack0;
+    _exit(rc == 0 && back ? 0 : 1);
+  }
+  int status = -1;
+  CHECK(child > 0 && waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  /* Another thread of this process still may not. */
+  pthread_t th;
+  void *rc = NULL;
+  CHECK_RC(pthread_create(&th, NULL, restore_elsewhere, &t), 0);
+  pthread_join(th, &rc);
+  CHECK((intptr_t)rc == EINVAL);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(policy_of(gettid_()) == SCHED_OTHER && nice_of(gettid_()) == 0);
 }
 
 
@@ -725,6 +900,38 @@ static void test_boost_after_the_thread_left(void) {
   CHECK(tid_of(bg) == next && boosted_tid(next) && !boosted_tid(first));
   CHECK_RC(lanepool_lane_boost_end(&b), 0);
   CHECK(bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+
+  /* 3. The boost ends while the successor is held: the successor, started by the boosted
+   *    thread, comes up with its own band's settings, the slice too (it kept the
+   *    userInteractive 100 us slice before). */
+  pool = escalation_pool("esc9b");
+  bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  first = tid_of(bg);
+  long long own_slice = slice_of(first);
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+  CHECK(wait_for_boost(bg, 0, first));
+  held_name = bg->name;
+  atomic_store(&held_tid, 0);
+  atomic_store(&hold_successor, 1);
+  CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&held_tid); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  next = (pid_t)atomic_load(&held_tid);
+  CHECK(next != 0);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  atomic_store(&hold_successor, 0);
+  for (int i = 0; i < 10000 && tid_of(bg) != next; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(bg_at_own_band(bg));
+  CHECK(own_slice > 0 && slice_of(next) == own_slice);
+  if (slice_of(next) != own_slice)
+    fprintf(stderr, "[%s] successor's slice %lld, the lane's own %lld\n", current_test,
+            slice_of(next), own_slice);
   atomic_store(&lanepool__test_point, NULL);
   CHECK_RC(lanepool_destroy(pool), 0);
 }
@@ -1093,6 +1300,10 @@ static void run_suite(void) {
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
+  test_boost_reaches_inline_closure();
+  test_inline_chain_counts_the_callers_band();
+  test_restore_keeps_reset_on_fork();
+  test_restore_in_fork_child();
   test_boost_after_the_thread_left();
   test_boost_end_racing_destroy();
   test_refused_sync_racing_destroy();
