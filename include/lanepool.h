@@ -912,9 +912,11 @@ static inline int lanepool_thread_enter_band(lanepool_qos_t qos, unsigned flags,
 
 /**
  * Puts back what lanepool_thread_enter_band() changed on this thread: policy (and
- * real-time priority), nice, I/O priority, timer slack, slice; and the band the thread
- * counts as for escalation. Settings the band left alone are not touched. Call it on
- * the thread that entered. Restoring a token twice is harmless.
+ * real-time priority, and SCHED_RESET_ON_FORK, which enter keeps too), nice, I/O
+ * priority, timer slack, slice; and the band the thread counts as for escalation.
+ * Settings the band left alone are not touched. Call it on the thread that entered, or,
+ * in the child of a fork() that thread made, on its copy. Restoring a token twice is
+ * harmless.
  * Returns 0; EINVAL (NULL token, a struct_size not accepted, another thread's token);
  * or the errno of the first setting the kernel refused to put back (the others are put
  * back all the same; the undo rule makes this rare: another thread changed this one's
