@@ -18,8 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The band this thread counts as for escalation, as band index + 1 (0: none known). Set
- * by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
+/* Set by lanepool_thread_enter_band, put back by lanepool_thread_restore. */
 __thread int lanepool__thread_band;
 /* The tid this thread had when it last entered a band: in a fork child, the copy of the
  * forking thread still has its parent's here, and may restore the tokens it holds. */
@@ -250,20 +249,8 @@ void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
   if (b) lanepool__boost_drop(lane, b - 1);
 }
 
-/* Sets policy, nice and slice of `tid` in one sched_setattr. */
-static int set_sched_nice_slice(pid_t tid, int policy, int rt_priority, int nice,
-                                uint64_t slice_ns) {
-  lanepool__sched_attr attr;
-  memset(&attr, 0, sizeof attr);
-  attr.sched_policy = (uint32_t)policy;
-  attr.sched_priority = (uint32_t)rt_priority;
-  attr.sched_nice = nice;
-  attr.sched_runtime = policy == SCHED_FIFO || policy == SCHED_RR ? 0 : slice_ns;
-  return lanepool__set_attr(tid, &attr);
-}
-
-/* As set_sched_nice_slice for the lane's thread, skipped when band.c last gave it these
- * very settings (lane->boost_now). [boost_lock] */
+/* Sets policy, nice and slice of the lane's thread `tid` in one sched_setattr, skipped
+ * when band.c last gave it these very settings (lane->boost_now). [boost_lock] */
 static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_priority, int nice,
                            uint64_t slice_ns) {
   lanepool__boost_now *now = &lane->boost_now;
@@ -274,7 +261,11 @@ static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_
   if (now->sched_known && now->policy == policy && now->rt_priority == rt_priority &&
       now->nice == nice && now->slice_ns == slice_ns)
     return 0;
-  int err = set_sched_nice_slice(tid, policy, rt_priority, nice, slice_ns);
+  lanepool__sched_attr attr = {.sched_policy = (uint32_t)policy,
+                               .sched_priority = (uint32_t)rt_priority,
+                               .sched_nice = nice,
+                               .sched_runtime = slice_ns};
+  int err = lanepool__set_attr(tid, &attr);
   now->sched_known = err == 0;
   now->policy = policy;
   now->rt_priority = rt_priority;
@@ -520,15 +511,11 @@ int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool_qos_t qos, u
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   /* A registered call (calls.c): lanepool_destroy waits for it before it frees. */
   const void *outer = lanepool__call_enter(lane);
+  _Atomic uint32_t ticket = 0;
   /* Cheap tests first: a band not above the lane's holds nothing, whatever the lane
    * does; nor does an idle lane when only a busy one is to be boosted. */
-  if ((uint32_t)b >= lane->band || ((flags & LANEPOOL_BOOST_IF_BUSY) && !lane_busy(lane))) {
-    lanepool__call_leave(outer);
-    return 0;
-  }
-  _Atomic uint32_t ticket;
-  atomic_init(&ticket, 0);
-  if (lanepool__boost_join(lane, b, &ticket)) {
+  if ((uint32_t)b < lane->band && !((flags & LANEPOOL_BOOST_IF_BUSY) && !lane_busy(lane)) &&
+      lanepool__boost_join(lane, b, &ticket)) {
     out->band_plus_one = atomic_load_explicit(&ticket, memory_order_relaxed);
     lanepool__boost_update(lane);
   }
@@ -546,7 +533,7 @@ int lanepool_lane_boost_end(lanepool_boost_t *boost) {
    * lanepool_destroy finishes before the lane is freed. */
   const void *outer = lanepool__call_enter(lane);
   LANEPOOL__TEST_POINT("boost_end", lane, b);
-  if (!lanepool__forked(lane->generation)) lanepool__boost_drop(lane, b - 1);
+  lanepool__boost_drop(lane, b - 1); /* nothing in a fork child */
   lanepool__call_leave(outer);
   return 0;
 }

@@ -37,9 +37,6 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
     atomic_init(&band->next[i].value, 0);
   }
-  atomic_init(&band->idle, 0);
-  atomic_init(&band->spinning, 0);
-  atomic_init(&band->rescue_idle, 0);
   return 0;
 }
 
@@ -101,6 +98,16 @@ bool lanepool__bandq_take(lanepool__band *band, uint32_t first, bool list_first,
     if (!leave_to_its_thread(band, i) && lanepool__ring_take(&band->rings[i], out)) return true;
   }
   return lanepool__spill_take(&band->spill, own, band->shards, false, out, NULL);
+}
+
+bool lanepool__bandq_takeable(lanepool__band *band, uint32_t first) {
+  if (lanepool__spill_count(&band->spill, memory_order_seq_cst)) return true;
+  for (uint32_t k = 0; k < band->shards; k++) {
+    uint32_t i = (first + k) % band->shards;
+    if (lanepool__ring_nonempty(&band->rings[i]) && (k == 0 || !leave_to_its_thread(band, i)))
+      return true;
+  }
+  return false;
 }
 
 bool lanepool__bandq_nonempty(const lanepool__band *band) {

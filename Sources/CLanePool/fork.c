@@ -14,6 +14,8 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <string.h>
+#include <unistd.h>
 
 _Atomic uint64_t lanepool__fork_generation = 0;
 
@@ -25,3 +27,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void install(void) { pthread_atfork(NULL, NULL, child); }
 
 void lanepool__fork_init(void) { pthread_once(&once, install); }
+
+/* A fork child, a copy of a pool thread back from a task or a log callback, is alone in its
+ * process: it ends, `msg` on stderr, then _exit(0) (async-signal-safe calls only). */
+void lanepool__forked_child_exit(const char *msg) {
+  ssize_t ignored = write(2, msg, strlen(msg));
+  (void)ignored;
+  _exit(0);
+}

@@ -301,7 +301,6 @@ struct lanepool {
   uint32_t ring_capacity;
   int hard_capacity;
   int is_default;
-  lanepool_placement_t placement;
   lanepool__topology topology; /* NUMA placement: nodes -> allowed CPUs */
   int *allowed_cpus;           /* the creator's allowed CPUs (all of them), for the timer */
   int *rescue_cpus;            /* pinned or per-node placement: every CPU a band lane may run
@@ -379,7 +378,7 @@ static inline bool lanepool__life_open(const lanepool_t *pool) {
          LANEPOOL__LIFE_OPEN;
 }
 
-void lanepool__futex_wake(_Atomic uint32_t *word, int count);
+void lanepool__futex_wake(_Atomic uint32_t *word, int count); /* lane.c */
 
 /* What lower layers report to the pool's life (lifecycle.c gives it its meaning): a
  * lane went idle, a lent run ended, a timer fired or was cancelled. It matters only to
@@ -624,6 +623,7 @@ static inline void lanepool__call_leave(const void *prev) {
 /* fork.c */
 extern _Atomic uint64_t lanepool__fork_generation;
 void lanepool__fork_init(void);
+void lanepool__forked_child_exit(const char *msg);
 static inline bool lanepool__forked(uint64_t generation) {
   return __builtin_expect(
       atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed) != generation, 0);

@@ -35,24 +35,25 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+/* true if the time (ts NULL: none) ran out. */
+static inline bool futex_wait(_Atomic uint32_t *word, uint32_t expected, struct timespec *ts) {
   LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
   int saved = errno;
-  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+  bool timed_out =
+      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, ts, NULL, 0) == -1 &&
+      errno == ETIMEDOUT;
   errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
   LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
+  return timed_out;
+}
+
+void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  (void)futex_wait(word, expected, NULL);
 }
 
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
-  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
-  int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-  bool timed_out =
-      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0) == -1 &&
-      errno == ETIMEDOUT;
-  errno = saved;
-  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
-  return timed_out;
+  return futex_wait(word, expected, &ts);
 }
 
 void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
@@ -73,8 +74,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
     *rc = ENOMEM;
     return NULL;
   }
-  memset(lane, 0, sizeof *lane);
-  uint32_t cap = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
+  memset(lane, 0, sizeof *lane); /* every counter and word 0 (AWAKE, free), every pointer NULL */
+  uint32_t cap = pool->ring_capacity;
   size_t bytes = (size_t)cap * sizeof(lanepool__slot);
   bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
   lanepool__slot *slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
@@ -103,28 +104,6 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->node = where.node;
   lane->policy = cfg->policy[band];
   lane->generation = pool->generation;
-  atomic_init(&lane->excl, 0);
-  atomic_init(&lane->bound_done, 0);
-  atomic_init(&lane->helpers, 0);
-  atomic_init(&lane->help_seq, 0);
-  atomic_init(&lane->started_tasks, 0);
-  atomic_init(&lane->stalled_since, 0);
-  atomic_init(&lane->stalls, 0);
-  atomic_init(&lane->executed, 0);
-  atomic_init(&lane->band_done, 0);
-  atomic_init(&lane->busy_ns, 0);
-  atomic_init(&lane->tid, 0);
-  atomic_init(&lane->running, 0);
-  atomic_init(&lane->away, 0);
-  atomic_init(&lane->adopted, 0);
-  atomic_init(&lane->yields, 0);
-  atomic_init(&lane->sleeping, 0);
-  atomic_init(&lane->lent_in, 0);
-  atomic_init(&lane->lent_out, 0);
-  atomic_init(&lane->borrowers, 0);
-  atomic_init(&lane->woken_by, NULL);
-  atomic_init(&lane->userdata, NULL);
-  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) atomic_init(&lane->boost_waiting[b], 0);
   atomic_init(&lane->boost_band, band);
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes; "<pool>-<band>-r" for the
@@ -162,21 +141,12 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
 
 /* ---- the queue of lane-bound work ---------------------------------------------- */
 
-int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
-  if (lane->hard_capacity)
-    return lanepool__ring_push(&lane->ring, fn, ctx, arg, own ? LANEPOOL__PUSH_OWN : 0);
-  if (lanepool__spill_count(&lane->spill, memory_order_acquire) == 0) {
-    int rc = lanepool__ring_push(&lane->ring, fn, ctx, arg, own ? LANEPOOL__PUSH_OWN : 0);
-    if (rc != EAGAIN) return rc;
-  }
-  /* Full, or the list holds tasks (FIFO: they are older; this goes behind them). */
-  return lanepool__spill_push_n(&lane->spill, fn, &ctx, &arg, 1, own);
-}
-
-/* A batch: ring cells claimed with one CAS per run of free cells, the rest appended to
- * the overflow list in one critical section. */
-int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
-                             void *const *args, uint64_t n, bool own, uint64_t *accepted) {
+/* Ring cells claimed with one CAS per run of free cells, the rest appended to the
+ * overflow list in one critical section (once the list holds tasks, FIFO: behind them).
+ * Inlined in both callers: with n = 1 it folds to a single push, as fast as one. */
+static inline __attribute__((always_inline)) int enqueue(lanepool_lane_t *lane, lanepool_fn fn,
+                                                         void *const *ctxs, void *const *args,
+                                                         uint64_t n, bool own, uint64_t *accepted) {
   uint64_t done = 0;
   int rc = 0;
   while (done < n) {
@@ -197,6 +167,16 @@ int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const 
   }
   *accepted = done;
   return done == n ? 0 : rc;
+}
+
+int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                             void *const *args, uint64_t n, bool own, uint64_t *accepted) {
+  return enqueue(lane, fn, ctxs, args, n, own, accepted);
+}
+
+int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
+  uint64_t accepted;
+  return enqueue(lane, fn, &ctx, &arg, 1, own, &accepted);
 }
 
 bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pending) {
@@ -251,12 +231,13 @@ void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
 
 /* ---- queued syncs ------------------------------------------------------------------ */
 
-/* The waiter of a queued sync told: state 1 (ran) or 2 (discarded). seq_cst: the pair
- * with a helping waiter (sync.c), which counts itself in `helpers` and then reads the
- * state; the waiter may return (and its frame be reused) as soon as it sees it, so the
- * lane is read first. A stray wake is harmless: every futex waiter loops. */
+/* The waiter of a queued sync told: state 1 (ran) or 2 (discarded), its boost left first.
+ * seq_cst: the pair with a helping waiter (sync.c), which counts itself in `helpers` and
+ * then reads the state; the waiter may return (and its frame be reused) as soon as it sees
+ * it, so the lane is read first. A stray wake is harmless: every futex waiter loops. */
 static void sync_answer(lanepool__sync *s, uint32_t state) {
   lanepool_lane_t *lane = s->lane;
+  if (atomic_load_explicit(&s->boost, memory_order_relaxed)) lanepool__boost_leave(lane, &s->boost);
   atomic_store_explicit(&s->state, state, memory_order_seq_cst);
   lanepool__futex_wake(&s->state, 1);
   if (atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) {
@@ -268,8 +249,6 @@ static void sync_answer(lanepool__sync *s, uint32_t state) {
 static void sync_ran(void *arg) {
   lanepool__sync *s = arg;
   lanepool__held_now = s->above; /* the running thread's own chain again */
-  if (atomic_load_explicit(&s->boost, memory_order_relaxed))
-    lanepool__boost_leave(s->lane, &s->boost);
   sync_answer(s, 1);
 }
 
@@ -286,12 +265,7 @@ void lanepool__sync_trampoline(void *arg) {
 }
 
 /* A queued sync that will not run (cancel): its waiter is answered ECANCELED. */
-void lanepool__sync_discard(void *arg) {
-  lanepool__sync *s = arg;
-  if (atomic_load_explicit(&s->boost, memory_order_relaxed))
-    lanepool__boost_leave(s->lane, &s->boost);
-  sync_answer(s, 2);
-}
+void lanepool__sync_discard(void *arg) { sync_answer(arg, 2); }
 
 static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
   if (*fn == lanepool__sync_trampoline && !arg) {
@@ -334,13 +308,10 @@ void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
  * queued sync is answered ECANCELED; any other goes to `discard` as the header documents
  * (a two-argument task as fn cast to lanepool_fn, ctx pointing at a lanepool_task2_t
  * {a, b} that lives during the call). */
-static void discard_task(const lanepool__task *task, lanepool_discard_fn discard, void *arg) {
+static void discard_task(lanepool__task *task, lanepool_discard_fn discard, void *arg) {
   lanepool_task2_t pair = {task->ctx, task->arg};
-  if (!task->fn) return;
-  if (task->fn == lanepool__sync_trampoline && !task->arg)
-    lanepool__sync_discard(task->ctx);
-  else
-    discard(task->fn, task->arg ? &pair : task->ctx, arg);
+  cancel_if_sync(&task->fn, task->ctx, task->arg);
+  if (task->fn) discard(task->fn, task->arg ? &pair : task->ctx, arg);
 }
 
 void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_discard_fn discard,

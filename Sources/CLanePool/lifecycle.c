@@ -86,7 +86,6 @@
 
 /* ---- registry of live pools ------------------------------------------------- */
 
-/* Not static: fork.c holds it across fork(). */
 pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static lanepool_t **registry; /* [registry_lock] */
 static size_t registry_len, registry_cap;
@@ -121,7 +120,9 @@ static void lanes_set_intake(lanepool_t *pool, int intake) {
   }
 }
 
-static void join_lanes(lanepool_t *pool, uint32_t count) {
+/* The timer thread, then the first `count` lanes. */
+static void join_threads(lanepool_t *pool, uint32_t count) {
+  lanepool__timers_join(pool);
   for (uint32_t i = 0; i < count; i++) lanepool__lane_join(pool->lanes[i]);
 }
 
@@ -132,8 +133,7 @@ void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
   lanepool__timers_stop(pool, &none, &n);
   free(none);
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
-  lanepool__timers_join(pool);
-  join_lanes(pool, started_lanes);
+  join_threads(pool, started_lanes);
 }
 
 /* ---- the state word: the only writer ------------------------------------------ */
@@ -221,8 +221,7 @@ static bool drive_drain(lanepool_t *pool) {
   if (n) abort(); /* the balance above proves the heap empty */
   free(left);
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
-  lanepool__timers_join(pool);
-  join_lanes(pool, lanepool__lane_total(pool));
+  join_threads(pool, lanepool__lane_total(pool));
   return true;
 }
 
@@ -235,8 +234,7 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
    * waits for its CLOSED bit, set here, before it answers its queued syncs. */
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
-  lanepool__timers_join(pool);
-  join_lanes(pool, lanepool__lane_total(pool));
+  join_threads(pool, lanepool__lane_total(pool));
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
   lanepool_t *outer = lanepool__in_callback;
   lanepool__in_callback = pool;

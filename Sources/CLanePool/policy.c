@@ -100,7 +100,6 @@ int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtim
   return 0;
 }
 
-/* Thin syscall wrappers, shared with band.c: 0 or an errno value. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
   LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   struct sched_param sp = {.sched_priority = rt_priority};
@@ -112,7 +111,6 @@ int lanepool__set_nice(pid_t tid, int nice) {
   return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
 }
 
-/* The nice of `tid`; errno is 0 unless it failed. */
 int lanepool__get_nice(pid_t tid) {
   LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   errno = 0;
@@ -136,7 +134,6 @@ int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
   return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
 }
 
-/* Sets the EEVDF slice, keeping the thread's policy and nice. */
 int lanepool__set_slice(pid_t tid, uint64_t slice_ns) {
   lanepool__sched_attr attr;
   int rc = lanepool__get_attr(tid, &attr);

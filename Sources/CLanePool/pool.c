@@ -154,7 +154,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
     *rc = ENOMEM;
     return NULL;
   }
-  memset(pool, 0, sizeof *pool);
+  memset(pool, 0, sizeof *pool); /* every counter and word 0: OPEN, no spinner, no hint */
   if ((*rc = lanepool__timers_init(&pool->timers))) {
     free(pool);
     return NULL;
@@ -164,24 +164,10 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->ring_capacity = cfg->ring_capacity ? cfg->ring_capacity : LANEPOOL_DEFAULT_RING_CAPACITY;
   pool->hard_capacity = cfg->hard_capacity;
   pool->is_default = is_default;
-  pool->placement = cfg->placement;
   pool->generation = atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed);
   pool->stall_threshold_ns = cfg->stall_threshold_ns;
   pool->log = cfg->log;
   pool->log_arg = cfg->log_arg;
-  atomic_init(&pool->state, LANEPOOL__LIFE_OPEN);
-  atomic_init(&pool->escalation, 0);
-  atomic_init(&pool->drain_events, 0);
-  atomic_init(&pool->started, 0);
-  atomic_init(&pool->spinners, 0);
-  atomic_init(&pool->interactive_spinner, 0);
-  atomic_init(&pool->boost_logged, 0);
-  atomic_init(&pool->boost_nice_floor, 0);
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    atomic_init(&pool->rr[b].value, 0);
-    atomic_init(&pool->warm[b].value, 0);
-    atomic_init(&pool->boost_refused[b], 0);
-  }
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
     pool->max_spinners = half ? half : 1;
@@ -193,9 +179,9 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
 
 /* Adds `cpu` to pool->rescue_cpus (room for `cap`) unless there already. */
 static void rescue_cpu_add(lanepool_t *pool, int cpu, uint32_t cap) {
-  for (uint32_t k = 0; k < pool->rescue_cpu_count; k++)
-    if (pool->rescue_cpus[k] == cpu) return;
-  if (pool->rescue_cpu_count < cap) pool->rescue_cpus[pool->rescue_cpu_count++] = cpu;
+  if (!lanepool__contains(pool->rescue_cpus, pool->rescue_cpu_count, cpu) &&
+      pool->rescue_cpu_count < cap)
+    pool->rescue_cpus[pool->rescue_cpu_count++] = cpu;
 }
 
 /* Every planned CPU is an allowed one (lists are checked, cores and nodes come from the
@@ -288,12 +274,11 @@ static void log_refusals(lanepool_t *pool) {
   }
 }
 
-/* log_now 0: the caller calls log_refusals itself once it holds no lock (the default
- * pool is created under default_lock; its log callback may call lanepool_default). */
 static void install_fork_handlers(void);
 
-static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now,
-                       lanepool_t **out) {
+/* The default pool's caller calls log_refusals itself once it holds no lock (the default
+ * pool is created under default_lock; its log callback may call lanepool_default). */
+static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
   install_fork_handlers();
   const char *field;
   int rc = check_config(cfg, &field);
@@ -311,7 +296,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, int log_now
   if ((rc = lanes_start(pool))) goto fail_free;
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
   if ((rc = lanepool__registry_add(pool))) goto fail_join;
-  if (log_now) log_refusals(pool);
+  if (!is_default) log_refusals(pool);
   *out = pool;
   return 0;
 
@@ -326,7 +311,7 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   if (!cfg || !out) return EINVAL;
   lanepool_config_t full;
   if (config_normalize(cfg, &full)) return EINVAL;
-  return create_pool(&full, 0, 1, out);
+  return create_pool(&full, 0, out);
 }
 
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -374,18 +359,17 @@ int lanepool_default_configure(const lanepool_config_t *given) {
   if (rc) return rc;
   lanepool_config_t full;
   config_normalize(given, &full); /* accepted: the check above normalized it too */
-  const lanepool_config_t *cfg = &full;
-  if (cfg->topology) return EINVAL;
+  if (full.topology) return EINVAL;
   char *name = NULL;
   int *cpus = NULL;
-  if (cfg->name && !(name = strdup(cfg->name))) return ENOMEM;
-  if (cfg->placement == LANEPOOL_PLACEMENT_CPU_LIST) {
-    cpus = malloc(cfg->cpu_count * sizeof *cpus);
+  if (full.name && !(name = strdup(full.name))) return ENOMEM;
+  if (full.placement == LANEPOOL_PLACEMENT_CPU_LIST) {
+    cpus = malloc(full.cpu_count * sizeof *cpus);
     if (!cpus) {
       free(name);
       return ENOMEM;
     }
-    memcpy(cpus, cfg->cpus, cfg->cpu_count * sizeof *cpus);
+    memcpy(cpus, full.cpus, full.cpu_count * sizeof *cpus);
   }
   LANEPOOL_INJECT(LANEPOOL__AT_DEFAULT);
   pthread_mutex_lock(&default_lock);
@@ -397,7 +381,7 @@ int lanepool_default_configure(const lanepool_config_t *given) {
   }
   free((char *)default_cfg.name);
   free((int *)default_cfg.cpus);
-  default_cfg = *cfg;
+  default_cfg = full;
   default_cfg.name = name;
   default_cfg.cpus = cpus;
   if (!cpus) default_cfg.cpu_count = 0;
@@ -467,7 +451,7 @@ int lanepool_default(lanepool_t **out) {
     }
     if (!cfg.name) cfg.name = "lanepool";
     rc = default_env(&cfg);
-    if (rc == 0) rc = create_pool(&cfg, 1, 0, &p);
+    if (rc == 0) rc = create_pool(&cfg, 1, &p);
     if (rc == 0) atomic_store_explicit(&default_pool, p, memory_order_release);
     created = rc == 0;
   }
@@ -528,16 +512,13 @@ int lanepool_next_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **o
 }
 
 int lanepool_next_other_lane(lanepool_t *pool, lanepool_qos_t qos, lanepool_lane_t **out) {
-  int b = lanepool_band_index(qos);
-  if (!pool || !out || b < 0) return EINVAL;
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  lanepool_lane_t *lane = next_lane(pool, b);
+  int rc = lanepool_next_lane(pool, qos, out);
   /* The caller's lane is running (this call), so it is never the spinning one handed
    * out first: the rotation's next step is another lane. */
-  for (uint32_t tries = 1; lane == lanepool__current && tries < pool->lanes_per_band; tries++)
-    lane = next_lane(pool, b);
-  *out = lane;
-  return 0;
+  for (uint32_t tries = 1; !rc && *out == lanepool__current && tries < pool->lanes_per_band;
+       tries++)
+    *out = next_lane(pool, lanepool_band_index(qos));
+  return rc;
 }
 
 int lanepool_get_lane(lanepool_t *pool, lanepool_qos_t qos, uint32_t index, lanepool_lane_t **out) {

@@ -121,43 +121,12 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
   atomic_init(&r->head, 0);
 }
 
-/* 0; EAGAIN (full: the caller keeps its task); ESHUTDOWN (CLOSED);
- * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). */
-static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
-                                      unsigned flags) {
-  const bool own = flags & LANEPOOL__PUSH_OWN;
-  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-  for (;;) {
-    if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
-    if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
-    uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
-    lanepool__slot *slot = &r->slots[pos & r->mask];
-    int64_t diff = (int64_t)(atomic_load_explicit(&slot->seq, memory_order_acquire) - pos);
-    if (diff == 0) {
-      /* seq_cst: ordered before the users' wake-up loads. The flags ride along
-       * unchanged (t + 1 touches the position bits only). */
-      if (atomic_compare_exchange_weak_explicit(&r->tail, &t, t + 1, memory_order_seq_cst,
-                                                memory_order_relaxed)) {
-        LANEPOOL_INJECT(LANEPOOL__AT_CLAIM_PUBLISH); /* claimed, not yet published */
-        slot->fn = fn;
-        slot->ctx = ctx;
-        slot->arg = arg;
-        atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
-        return 0;
-      }
-    } else if (diff < 0) {
-      return EAGAIN; /* the consumer has not freed this cell yet */
-    } else {
-      t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    }
-  }
-}
-
 /* Claims up to `n` consecutive free cells with one CAS and publishes {fn, ctxs[i],
  * args[i]} (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix
  * of ctxs); 0 is returned whenever *pushed > 0, and the caller decides what to do with
- * the rest. Otherwise as lanepool__ring_push. Each cell is checked (with many consumers
- * cells are freed out of order). */
+ * the rest. Otherwise EAGAIN (full: the caller keeps its tasks); ESHUTDOWN (CLOSED);
+ * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). Each cell is checked
+ * (with many consumers cells are freed out of order). */
 static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
                                         void *const *args, uint64_t n, unsigned flags,
                                         uint64_t *pushed) {
@@ -171,8 +140,8 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     int64_t first =
         (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) - pos);
-    if (first < 0) return EAGAIN;
-    if (first > 0) { /* another producer claimed pos: look again */
+    if (first < 0) return EAGAIN; /* the consumer has not freed this cell yet */
+    if (first > 0) {              /* another producer claimed pos: look again */
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
       continue;
     }
@@ -180,6 +149,8 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     while (k < most && atomic_load_explicit(&r->slots[(pos + k) & r->mask].seq,
                                             memory_order_acquire) == pos + k)
       k++;
+    /* seq_cst: ordered before the users' wake-up loads. The flags ride along unchanged
+     * (t + k touches the position bits only). */
     if (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + k, memory_order_seq_cst,
                                                memory_order_relaxed))
       continue;
@@ -194,6 +165,13 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
     *pushed = k;
     return 0;
   }
+}
+
+/* One task: as lanepool__ring_push_n with n = 1. */
+static inline int lanepool__ring_push(lanepool__ring *r, lanepool__ring_fn fn, void *ctx, void *arg,
+                                      unsigned flags) {
+  uint64_t pushed;
+  return lanepool__ring_push_n(r, fn, &ctx, &arg, 1, flags, &pushed);
 }
 
 /* The one consumer: the head task if published. false if the ring is empty or the head

@@ -40,6 +40,9 @@ bool lanepool__bandq_take(lanepool__band *band, uint32_t first, bool list_first,
                           lanepool__task *out);
 /* Band work queued (seq_cst loads: a side of the wake-up pairs). */
 bool lanepool__bandq_nonempty(const lanepool__band *band);
+/* Band work a thread of lane `first` may take now: as nonempty, less another lane's
+ * next job still left to its thread (the spin's look). */
+bool lanepool__bandq_takeable(lanepool__band *band, uint32_t first);
 uint64_t lanepool__bandq_depth(const lanepool__band *band);
 uint64_t lanepool__bandq_accepted(lanepool__band *band);
 void lanepool__bandq_set_intake(lanepool__band *band, int intake);
@@ -106,7 +109,6 @@ static inline void lanepool__run_task(const lanepool__task *task) {
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 /* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
-void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 

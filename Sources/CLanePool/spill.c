@@ -10,15 +10,8 @@
 
 #include <stdlib.h>
 
-int lanepool__spill_init(lanepool__spill *l) {
-  l->buf = NULL;
-  l->cap = l->head = 0;
-  l->intake = LANEPOOL__OPEN;
-  atomic_init(&l->count, 0);
-  atomic_init(&l->in, 0);
-  atomic_init(&l->overflowed, 0);
-  return pthread_mutex_init(&l->lock, NULL);
-}
+/* In its lane's or band's zeroed memory: already empty and OPEN but for the lock. */
+int lanepool__spill_init(lanepool__spill *l) { return pthread_mutex_init(&l->lock, NULL); }
 
 void lanepool__spill_destroy(lanepool__spill *l) {
   pthread_mutex_destroy(&l->lock);

@@ -74,22 +74,6 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
 __thread lanepool_lane_t *lanepool__running_lane;
 __thread bool lanepool__band_job_running;
 
-/* A forked child that was made by a task (fork() inside a task) is a copy of this thread,
- * alone in its process: it must not go on running the pool's queues (the parent runs
- * them). Once the task returns, the child ends: a note on stderr, then _exit(0) (only
- * async-signal-safe calls are allowed in such a child). */
-static void forked_child_returned(lanepool_lane_t *lane) {
-  static const char msg[] =
-      "lanepool: a process forked inside a task returned to its lane loop; the child exits "
-      "(status 0)\n";
-  (void)lane;
-  ssize_t ignored = write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  _exit(0);
-}
-
-/* Runs one task and counts it: this thread's started/executed (the stall detector, info)
- * and, for the drain, the lane's bound_done (lane-bound) or its own band_done. */
 void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
                            unsigned source) {
   /* started != executed while a task runs: what the stall detector watches. (A sync
@@ -102,7 +86,10 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
   LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
   lanepool__run_task(task);
   LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
-  if (lanepool__forked(me->generation)) forked_child_returned(me);
+  /* A child forked in the task must not go on running the pool's queues (the parent does). */
+  if (lanepool__forked(me->generation))
+    lanepool__forked_child_exit("lanepool: a process forked inside a task returned to its lane "
+                                "loop; the child exits (status 0)\n");
   lanepool__band_job_running = outer_band_job;
   /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
@@ -238,8 +225,8 @@ typedef struct lanepool__inline_frame {
   const lanepool__held *saved_held;
 } lanepool__inline_frame;
 
-/* A closure that ends the caller's thread (pthread_exit, cancellation) still gives the
- * lane up, or the lane would stay held forever. */
+/* The end of an inline run. A closure that ends the caller's thread (pthread_exit,
+ * cancellation) still gives the lane up, or the lane would stay held forever. */
 static void inline_unwound(void *arg) {
   lanepool__inline_frame *f = arg;
   lanepool__current = f->saved_lane;
@@ -262,11 +249,7 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   lanepool__pool_thread = lane->pool;
   pthread_cleanup_push(inline_unwound, &f);
   fn(ctx);
-  pthread_cleanup_pop(0);
-  lanepool__current = f.saved_lane;
-  lanepool__pool_thread = f.saved_pool;
-  lanepool__held_now = f.saved_held;
-  finish_inline(lane);
+  pthread_cleanup_pop(1); /* the same way out whether the closure returned or unwound */
 }
 
 int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
@@ -275,8 +258,8 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 
 static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
 
-/* Registered calls (calls.c), so that destroy waits for them: the inline take, and a
- * queued sync from its first touch of the lane to its last. An inline run is no call:
+/* A registered call (calls.c), so that destroy waits for it: from the inline take or the
+ * queued sync's first touch of the lane to its last. An inline run is no call:
  * the lane, held, cannot exit, and the join waits for its give-back (borrowers); and
  * its closure may unwind, which would leave a call record set. */
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
@@ -290,16 +273,12 @@ int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, u
    * the closure on this lane's thread instead, so that shutting that other pool down
    * from inside the closure is still EDEADLK. */
   bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
-  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign) {
-    const void *outer = lanepool__call_enter(lane);
-    bool held = take_for_inline(lane);
-    lanepool__call_leave(outer);
-    if (held) {
-      run_inline(lane, fn, ctx);
-      return 0;
-    }
-  }
   const void *outer = lanepool__call_enter(lane);
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign && take_for_inline(lane)) {
+    lanepool__call_leave(outer);
+    run_inline(lane, fn, ctx);
+    return 0;
+  }
   int rc = sync_queued(lane, fn, ctx, flags);
   lanepool__call_leave(outer);
   return rc;
@@ -336,9 +315,7 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
 }
 
 static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
-  lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__held_now, .lane = lane};
-  atomic_init(&s.state, 0);
-  atomic_init(&s.boost, 0);
+  lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__held_now, .lane = lane}; /* 0s */
   /* Escalation: a waiter of a higher band boosts the lane before its task is queued
    * (so the lane cannot run it unboosted) until the task has run (band.c). */
   bool boosting = !(flags & LANEPOOL_SYNC_NO_ESCALATION) &&

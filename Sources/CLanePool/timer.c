@@ -89,10 +89,7 @@ int lanepool__timers_init(lanepool__timers *t) {
     pthread_cond_destroy(&t->cond);
     return rc;
   }
-  t->next_id = 1;
-  t->intake = LANEPOOL__OPEN;
-  atomic_init(&t->added, 0);
-  atomic_init(&t->done, 0);
+  t->next_id = 1; /* the rest as memset left it: empty, OPEN */
   return 0;
 }
 
@@ -123,19 +120,6 @@ static int fire_top_locked(lanepool_t *pool) {
     lanepool__drain_idle(pool);
   }
   return rc;
-}
-
-/* A child forked inside the log callback is a copy of this timer thread, alone in its
- * process: its loop would wait on the parent's timers forever (and on a lock a parent
- * thread may have held at fork time). When the callback returns there, the child ends,
- * as a child forked in a task does when the task returns (lane.c): a note on stderr,
- * then _exit(0), async-signal-safe calls only. */
-static void forked_child_returned(void) {
-  static const char msg[] = "lanepool: a process forked inside a log callback returned to the "
-                            "timer thread; the child exits (status 0)\n";
-  ssize_t ignored = write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  _exit(0);
 }
 
 /* The stall detector: a lane whose current task (started != executed) is the same
@@ -169,7 +153,11 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
                  "queue waits (the pool's other lanes are unaffected)",
                  pool->name, l->name, (unsigned long long)(pool->stall_threshold_ns / 1000000));
         pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
-        if (lanepool__forked(pool->generation)) forked_child_returned();
+        /* A child forked in the callback would wait on the parent's timers forever (and
+         * on a lock a parent thread may have held at fork time). */
+        if (lanepool__forked(pool->generation))
+          lanepool__forked_child_exit("lanepool: a process forked inside a log callback "
+                                      "returned to the timer thread; the child exits (status 0)\n");
       }
     }
   }
@@ -251,8 +239,13 @@ int lanepool__timers_start(lanepool_t *pool) {
   return rc;
 }
 
-static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
-                            lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
+                     lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
+  /* Before any lock: in a fork child the lock may have been held by a parent thread. */
+  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
+  /* A call under way until its signal: the timer may fire, run, and its owner destroy the
+   * pool before this thread is out (calls.c). */
+  const void *outer = lanepool__call_enter(pool);
   lanepool__timers *t = &pool->timers;
   heap_lock(t);
   int rc = 0;
@@ -272,6 +265,7 @@ static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, u
   }
   if (rc) {
     pthread_mutex_unlock(&t->lock);
+    lanepool__call_leave(outer);
     return rc;
   }
   lanepool_timer_t id = t->next_id++;
@@ -284,19 +278,8 @@ static int add_timer_locked(lanepool_t *pool, lanepool_lane_t *lane, int band, u
   if (earliest) pthread_cond_signal(&t->cond);
   LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, &t->cond);
   if (out) *out = id;
-  return 0;
-}
-
-static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t deadline,
-                     lanepool_fn fn, void *ctx, lanepool_timer_t *out) {
-  /* Before any lock: in a fork child the lock may have been held by a parent thread. */
-  if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  /* A call under way until add_timer_locked's signal: the timer may fire, run, and its owner
-   * destroy the pool before this thread is out (calls.c). */
-  const void *outer = lanepool__call_enter(pool);
-  int rc = add_timer_locked(pool, lane, band, deadline, fn, ctx, out);
   lanepool__call_leave(outer);
-  return rc;
+  return 0;
 }
 
 int lanepool_lane_async_after(lanepool_lane_t *lane, uint64_t deadline_ns, lanepool_fn fn,
@@ -340,22 +323,18 @@ void lanepool__timers_set_intake(lanepool_t *pool, int intake) {
 }
 
 /* Shutdown: refuse new timers, take every pending one out (into *cancelled, deadline
- * order, caller frees; NULL after a drain, which waited for the heap to empty) and
+ * order, caller frees; none after a drain, which waited for the heap to empty) and
  * tell the timer thread to stop. lanepool__timers_join waits for it: the caller
  * joins only once every lane is closed too, so that no pool thread is joined while it
  * may wait on a lane (a log callback may call lanepool_lane_sync). */
 void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, size_t *count) {
   lanepool__timers *t = &pool->timers;
-  *cancelled = NULL;
-  *count = 0;
   heap_lock(t);
   t->intake = LANEPOOL__INTAKE_CLOSED;
-  if (t->len) {
-    *cancelled = t->heap;
-    *count = t->len;
-    t->heap = NULL;
-    t->len = t->cap = 0;
-  }
+  *cancelled = t->heap;
+  *count = t->len;
+  t->heap = NULL;
+  t->len = t->cap = 0;
   t->stop = true;
   pthread_mutex_unlock(&t->lock);
   pthread_cond_signal(&t->cond);
