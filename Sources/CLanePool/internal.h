@@ -256,6 +256,12 @@ enum {
   LANEPOOL__LIFE_DESTROYED = 5, /* stored by destroy just before the memory goes */
 };
 
+/* Adds n (modulo 2^64) to a counter one thread at a time writes (its owner, or under a
+ * lock): a load and a store, no read-modify-write. */
+static inline void lanepool__add_owned(_Atomic uint64_t *c, uint64_t n, memory_order order) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, order);
+}
+
 /* Values of lane->sleeping (lane.c). */
 enum { LANE_AWAKE = 0, LANE_PARKED = 1 };
 

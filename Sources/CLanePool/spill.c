@@ -49,11 +49,8 @@ int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs
   /* Written only under the lock: stores, not read-modify-writes. `in` before `count`
    * (release: pairs with the drain scan's acquire); count seq_cst: ordered before the
    * pusher's wake-up loads. */
-  atomic_store_explicit(&l->in, atomic_load_explicit(&l->in, memory_order_relaxed) + n,
-                        memory_order_release);
-  atomic_store_explicit(&l->overflowed,
-                        atomic_load_explicit(&l->overflowed, memory_order_relaxed) + n,
-                        memory_order_relaxed);
+  lanepool__add_owned(&l->in, n, memory_order_release);
+  lanepool__add_owned(&l->overflowed, n, memory_order_relaxed);
   atomic_store_explicit(&l->count, len + n, memory_order_seq_cst);
   pthread_mutex_unlock(&l->lock);
   return 0;
@@ -84,8 +81,7 @@ bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t sha
     /* In the ring before they leave the list (count seq_cst: always in view of the
      * wake-up loads); `in` after the ring's claims (release: a drain scan that reads it
      * and then the ring's tail counts a moved task once or twice, never not at all). */
-    atomic_store_explicit(&l->in, atomic_load_explicit(&l->in, memory_order_relaxed) - moved,
-                          memory_order_release);
+    lanepool__add_owned(&l->in, -moved, memory_order_release);
     atomic_store_explicit(&l->count, len - 1 - moved, memory_order_seq_cst);
   }
   pthread_mutex_unlock(&l->lock);

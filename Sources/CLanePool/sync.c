@@ -94,11 +94,8 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
   /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
   _Atomic uint64_t *done = lane ? &lane->bound_done : &me->band_done;
-  atomic_store_explicit(done, atomic_load_explicit(done, memory_order_relaxed) + 1,
-                        memory_order_release);
-  atomic_store_explicit(&me->executed,
-                        atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
-                        memory_order_release);
+  lanepool__add_owned(done, 1, memory_order_release);
+  lanepool__add_owned(&me->executed, 1, memory_order_release);
 }
 
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,

@@ -112,20 +112,13 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
  * announces work wakes it (park.c). It is also a lane (its own queue, lane-bound work
  * only, which no pick reaches). */
 
-/* Tasks the band's lane threads have finished: the rescue thread's measure of progress. */
-static uint64_t band_progress(const lanepool_lane_t *rescue) {
-  uint32_t n = rescue->pool->lanes_per_band;
-  lanepool_lane_t **lanes = &rescue->pool->lanes[rescue->band * n];
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < n; i++)
-    sum += atomic_load_explicit(&lanes[i]->executed, memory_order_relaxed);
-  return sum;
-}
-
 /* After a park: if the band is stuck (no progress for LANEPOOL__RESCUE_NS with work
  * waiting), run one piece of that work. true if it ran something. */
 static bool rescue_look(lanepool_lane_t *me) {
-  uint64_t now = lanepool__now_ns(), p = band_progress(me);
+  uint32_t n = me->pool->lanes_per_band;
+  uint64_t now = lanepool__now_ns(), p = 0; /* progress: tasks the lanes' threads finished */
+  for (uint32_t i = 0; i < n; i++)
+    p += atomic_load_explicit(&me->pool->lanes[me->band * n + i]->executed, memory_order_relaxed);
   uint64_t *seen = me->rescue_seen; /* [0]: progress, [1]: since when */
   if (p != seen[0]) {
     seen[0] = p;
@@ -271,14 +264,9 @@ static void thread_lost(void *arg) {
   lanepool_lane_t *held = lanepool__running_lane;
   lanepool__running_lane = NULL;
   lanepool__held_now = NULL;
-  if (held)
-    atomic_store_explicit(&held->bound_done,
-                          atomic_load_explicit(&held->bound_done, memory_order_relaxed) + 1,
-                          memory_order_release);
+  if (held) lanepool__add_owned(&held->bound_done, 1, memory_order_release);
   if (lanepool__band_job_running) /* the band job, or the one a lane task nested in */
-    atomic_store_explicit(&lane->band_done,
-                          atomic_load_explicit(&lane->band_done, memory_order_relaxed) + 1,
-                          memory_order_release);
+    lanepool__add_owned(&lane->band_done, 1, memory_order_release);
   lanepool__band_job_running = false;
   atomic_store_explicit(&lane->executed,
                         atomic_load_explicit(&lane->started_tasks, memory_order_relaxed),
