@@ -178,7 +178,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   if (policy != token->saved_sched || sp.sched_priority != token->saved_rt_priority)
     KEEP(lanepool__set_sched(0, token->saved_sched, token->saved_rt_priority));
   if (lanepool__get_nice(0) != token->saved_nice) KEEP(lanepool__set_nice(0, token->saved_nice));
-  if (token->ioprio.requested != -1 && lanepool__get_ioprio(token->tid) != token->saved_ioprio)
+  if (token->ioprio.requested != -1 && lanepool__get_ioprio(0) != token->saved_ioprio)
     KEEP(lanepool__set_ioprio(0, token->saved_ioprio));
   if (token->timer_slack.requested != -1)
     KEEP(prctl(PR_SET_TIMERSLACK, (unsigned long)token->saved_timer_slack, 0, 0, 0) == 0 ? 0
@@ -294,36 +294,6 @@ static int pool_nice_floor(lanepool_t *pool) {
   return f - 64;
 }
 
-/* A thread's settings, read (save) and put back (put_back_*): for a thread that carries a
- * lane's boost without being its own (boost_tid). [boost_lock] */
-static void save_settings(pid_t tid, lanepool__boost_now *s) {
-  lanepool__sched_attr a;
-  s->sched_known = lanepool__get_attr(tid, &a) == 0;
-  s->policy = (int)a.sched_policy |
-              (a.sched_flags & LANEPOOL__SCHED_FLAG_RESET_ON_FORK ? SCHED_RESET_ON_FORK : 0);
-  s->rt_priority = (int)a.sched_priority;
-  s->nice = a.sched_nice;
-  s->slice_ns = a.sched_runtime;
-  s->ioprio = lanepool__get_ioprio(tid);
-  s->ioprio_known = s->ioprio >= 0;
-}
-
-static void put_back_sched(pid_t tid, const lanepool__boost_now *s) {
-  if (!s->sched_known) return;
-  lanepool__sched_attr a = {
-      .sched_policy = (uint32_t)(s->policy & ~SCHED_RESET_ON_FORK),
-      .sched_flags = s->policy & SCHED_RESET_ON_FORK ? LANEPOOL__SCHED_FLAG_RESET_ON_FORK : 0,
-      .sched_nice = s->nice,
-      .sched_priority = (uint32_t)s->rt_priority,
-      .sched_runtime = s->slice_ns};
-  (void)lanepool__set_attr(tid, &a);
-}
-
-static void put_back(pid_t tid, const lanepool__boost_now *s) {
-  put_back_sched(tid, s);
-  if (s->ioprio_known) (void)lanepool__set_ioprio(tid, s->ioprio);
-}
-
 /* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
 static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
   (void)boost_set_sched(lane, tid, (int)lane->applied.sched.got, lane->policy.rt_priority,
@@ -339,8 +309,8 @@ static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
  * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
  * band achieves is thus learned once: privileges gained later are not tried for it,
  * and a task that changes its own thread's settings is not seen. */
-static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band,
-                        const lanepool__boost_now *own, char *log_line, size_t log_len) {
+static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
+                        size_t log_len) {
   lanepool_t *pool = lane->pool;
   int saved_errno = errno;
   LANEPOOL__TEST_POINT("boost_apply", lane, tid);
@@ -368,15 +338,12 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band,
     int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
     int floor = pool_nice_floor(pool);
     int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
-    if (nice >= (own ? own->nice : (int)lane->applied.nice.got)) {
-      /* No room under RLIMIT_NICE: the thread's CPU weight cannot grow. Its own policy and
+    if (nice >= (int)lane->applied.nice.got) {
+      /* No room under RLIMIT_NICE: the lane's CPU weight cannot grow. Its own policy and
        * slice stay (the band's policy and short slice at the lane's nice made the awaited
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
-      if (own)
-        put_back_sched(tid, own);
-      else
-        set_own_sched(lane, tid);
+      set_own_sched(lane, tid);
     } else if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0) {
       (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                             p->slice_ns);
@@ -414,50 +381,18 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
   return lane->band;
 }
 
-/* Who should carry the lane's boost: the holder of its exclusion, else its own thread
- * (0: it has none now; a successor re-applies what waiters hold when it starts). */
-static pid_t boost_holder(lanepool_lane_t *lane) {
-  uint32_t x = atomic_load_explicit(&lane->excl, memory_order_seq_cst);
-  if (x && x != LANEPOOL__EXCL_CLOSED) return (pid_t)x;
-  return (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-}
-
 void lanepool__boost_update(lanepool_lane_t *lane) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   char log_line[320] = "";
   pthread_mutex_lock(&lane->boost_lock);
-  for (;;) {
-    uint32_t want = wanted_band(lane);
-    pid_t own = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    pid_t to = want == lane->band ? 0 : boost_holder(lane);
-    pid_t from = (pid_t)atomic_load_explicit(&lane->boost_tid, memory_order_relaxed);
-    if (from && from != to) { /* the boost leaves `from`: its own settings back */
-      if (from == own)
-        boost_apply(lane, own, lane->band, NULL, log_line, sizeof log_line);
-      else
-        put_back(from, &lane->boost_saved);
-      atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
-      LANEPOOL__TRACE(BOOST, lane, lane->band, NULL, NULL);
-    }
-    if (to &&
-        (to != from || want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed))) {
-      if (to == own) {
-        boost_apply(lane, to, want, NULL, log_line, sizeof log_line);
-      } else { /* boost_now caches the lane's own thread's settings: not this one's */
-        lanepool__boost_now own_now = lane->boost_now;
-        if (to != from) save_settings(to, &lane->boost_saved);
-        memset(&lane->boost_now, 0, sizeof lane->boost_now);
-        boost_apply(lane, to, want, &lane->boost_saved, log_line, sizeof log_line);
-        lane->boost_now = own_now;
-      }
-      atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
-      LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
-    }
-    /* seq_cst, then the holder once more: the pair with a holder that gives the lane up
-     * (store excl = 0 ; load boost_tid). Either it sees this thread as carrying the boost
-     * and moves it on, or this sees it gone and moves it now. */
-    atomic_store_explicit(&lane->boost_tid, to, memory_order_seq_cst);
-    if (!to || boost_holder(lane) == to) break;
+  uint32_t want = wanted_band(lane);
+  if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
+    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
+     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
+    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
+    atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+    LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
   }
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */
@@ -469,19 +404,15 @@ void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
   /* Under boost_lock: an update that read the old tid has finished with it. */
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->tid, 0, memory_order_release);
-  if (atomic_load_explicit(&lane->boost_tid, memory_order_relaxed) == own_tid()) {
-    atomic_store_explicit(&lane->boost_tid, 0, memory_order_relaxed); /* it leaves with it */
-    atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
-  }
   memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
 }
 
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   pthread_mutex_lock(&lane->boost_lock);
+  atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
   /* A new thread: nothing known of what it has; the first update sets it all. */
-  if (!atomic_load_explicit(&lane->boost_tid, memory_order_relaxed))
-    memset(&lane->boost_now, 0, sizeof lane->boost_now);
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);
   lanepool__boost_update(lane);
 }

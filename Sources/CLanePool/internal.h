@@ -229,13 +229,6 @@ struct lanepool_lane {
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
   lanepool__boost_now boost_now; /* [boost_lock] */
-  /* The thread that carries the boost now: whoever holds the lane's exclusion (a sync
-   * caller running a closure inline, a sibling running its queue), else the lane's own
-   * thread; 0 while the lane runs at its own band. A thread not the lane's own had
-   * `boost_saved` before, put back when the boost leaves it. [boost_lock for writes;
-   * atomic: seq_cst, the pair with a holder that gives the lane up (sync.c)] */
-  _Atomic int boost_tid;
-  lanepool__boost_now boost_saved; /* [boost_lock] */
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there

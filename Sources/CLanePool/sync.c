@@ -37,25 +37,11 @@ static inline uint32_t self_id(void) {
   return my_tid;
 }
 
-/* A boost carried by a thread that is not the holder any more moves to the one that is
- * (band.c, lanepool__boost_update; the seq_cst pair with its store of boost_tid). */
-static inline void boost_follows(lanepool_lane_t *lane, bool taken) {
-  int carrier = atomic_load_explicit(&lane->boost_tid, memory_order_seq_cst);
-  if (__builtin_expect(carrier != 0, 0) &&
-      (taken ? carrier != (int)self_id()
-             : carrier == (int)self_id() &&
-                   carrier != atomic_load_explicit(&lane->tid, memory_order_relaxed)))
-    lanepool__boost_update(lane);
-}
-
 bool lanepool__excl_try(lanepool_lane_t *lane) {
   uint32_t free_ = 0;
-  if (atomic_load_explicit(&lane->excl, memory_order_relaxed) != 0 ||
-      !atomic_compare_exchange_strong_explicit(&lane->excl, &free_, self_id(), memory_order_seq_cst,
-                                               memory_order_relaxed))
-    return false;
-  boost_follows(lane, true);
-  return true;
+  return atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0 &&
+         atomic_compare_exchange_strong_explicit(&lane->excl, &free_, self_id(),
+                                                 memory_order_seq_cst, memory_order_relaxed);
 }
 
 void lanepool__excl_release(lanepool_lane_t *lane) {
@@ -65,7 +51,6 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
   /* seq_cst (a release too: what the holder ran happens before the next holder's
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
-  boost_follows(lane, false);
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
 }
 

@@ -638,80 +638,13 @@ static void test_escalate_thread_replaced(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
-/* ---- whose band: the thread that runs the awaited work carries the boost (case 1: a
- * closure lent inline runs on its caller's thread), and inside an inline closure the
- * calling thread's own band counts (case 2) ---- */
+/* ---- whose band: inside an inline closure the calling thread's own band counts ---- */
 
 static struct {
   lanepool_lane_t *lane, *inner;
-  _Atomic int inside, release, tid, rc;
-  seen_t during, after;
+  _Atomic int rc;
+  seen_t during;
 } lent;
-
-static void hold_inline(void *ctx) {
-  (void)ctx;
-  atomic_store(&lent.tid, gettid_());
-  atomic_store(&lent.inside, 1);
-  while (!atomic_load(&lent.release)) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  proc_sched(gettid_(), &lent.during.nice, &lent.during.policy); /* boosted, maybe */
-}
-
-static void *lend_thread(void *arg) {
-  (void)arg;
-  lanepool_band_token_t t;
-  lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t);
-  atomic_store(&lent.rc, lanepool_lane_sync(lent.lane, hold_inline, NULL));
-  proc_sched(gettid_(), &lent.after.nice, &lent.after.policy);
-  lanepool_thread_restore(&t);
-  return NULL;
-}
-
-static void test_boost_reaches_inline_closure(void) {
-  current_test = "boost_reaches_inline_closure";
-  lanepool_t *pool = escalation_pool("esc12");
-  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
-  memset(&lent, 0, sizeof lent);
-  lent.lane = bg;
-  pthread_t lender, waiter;
-  CHECK_RC(pthread_create(&lender, NULL, lend_thread, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&lent.inside); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  pid_t f = (pid_t)atomic_load(&lent.tid);
-  CHECK(f != 0 && f != tid_of(bg)); /* inline: on the caller's thread */
-  int own_nice = nice_of(f);
-  CHECK(policy_of(f) == SCHED_BATCH);
-  atomic_store(&order_len, 0);
-  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
-  CHECK_RC(pthread_create(&waiter, NULL, waiter_thread, &w), 0);
-  /* The userInteractive waiter queues behind the closure: the closure's thread is raised
-   * (root: nice -5, SCHED_OTHER), not the lane's parked thread. */
-  bool raised = false;
-  for (int i = 0; i < 10000 && !raised; i++) {
-    raised = atomic_load(&bg->boost_band) == 0 &&
-             syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, f) == (2 << 13) /* BE 0 */ &&
-             (mode != MODE_ROOT || (nice_of(f) == -5 && policy_of(f) == SCHED_OTHER));
-    struct timespec ts = {0, 1000000};
-    if (!raised) nanosleep(&ts, NULL);
-  }
-  CHECK(raised);
-  if (mode == MODE_ROOT) CHECK(nice_of(tid_of(bg)) == 10 && policy_of(tid_of(bg)) == SCHED_BATCH);
-  atomic_store(&lent.release, 1);
-  pthread_join(lender, NULL);
-  pthread_join(waiter, NULL);
-  CHECK_RC(atomic_load(&lent.rc), 0);
-  CHECK_RC(w.rc, 0);
-  if (mode == MODE_ROOT) CHECK(lent.during.nice == -5 && lent.during.policy == SCHED_OTHER);
-  /* Back exactly when the closure's lane was given up; the waiter's sync ran boosted. */
-  CHECK(lent.after.nice == own_nice && lent.after.policy == SCHED_BATCH);
-  CHECK(w.seen.nice == boosted_nice(0) && w.seen.policy == boosted_policy(0));
-  CHECK(bg_at_own_band(bg));
-  CHECK_RC(lanepool_destroy(pool), 0);
-}
 
 /* Case 2: a default thread syncs inline onto an idle utility lane; the closure syncs onto
  * a busy background lane: that lane runs at default (the caller's band), not utility. */
@@ -1300,7 +1233,6 @@ static void run_suite(void) {
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
-  test_boost_reaches_inline_closure();
   test_inline_chain_counts_the_callers_band();
   test_restore_keeps_reset_on_fork();
   test_restore_in_fork_child();
