@@ -861,7 +861,8 @@ static void test_boost_after_the_thread_left(void) {
     nanosleep(&ts, NULL);
   }
   CHECK(bg_at_own_band(bg));
-  CHECK(own_slice > 0 && slice_of(next) == own_slice);
+  /* (A kernel without EEVDF custom slices, before 6.12, reports 0 for both.) */
+  CHECK(own_slice >= 0 && slice_of(next) == own_slice);
   if (slice_of(next) != own_slice)
     fprintf(stderr, "[%s] successor's slice %lld, the lane's own %lld\n", current_test,
             slice_of(next), own_slice);
