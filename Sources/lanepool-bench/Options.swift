@@ -39,6 +39,14 @@ struct BenchCommand: ParsableCommand {
     transform: BenchCommand.parseWorkloads)
   var workloads: Set<String>? = nil
 
+  @Option(
+    help: ArgumentHelp(
+      "Comma-separated subjects for W1, W2, W3 and W3b, in this order (default: all); the GCD YY pool, every ratio's base, always runs first.",
+      discussion: "Names as the tables print them, e.g. 'LanePool C fn,LanePool Swift'.",
+      valueName: "list"),
+    transform: { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } })
+  var subjects: [String]? = nil
+
   @Flag(help: "Also run the limit row when --workloads leaves it out (the W1/W2 'of bound' column needs it).")
   var limit = false
 
@@ -106,6 +114,7 @@ struct Options: Codable {
   var workloads: [String]
   var compareSpin: Bool
   var compareMetrics: Bool
+  var subjects: [String]?
   var json: String?
 
   init(_ c: BenchCommand) {
@@ -123,13 +132,14 @@ struct Options: Codable {
     workloads = allWorkloads.filter(w.contains)
     compareSpin = c.compareSpin
     compareMetrics = c.compareMetrics
+    subjects = c.subjects
     json = c.json
   }
 
   func runs(_ workload: String) -> Bool { workloads.contains(workload) }
 
   enum CodingKeys: String, CodingKey {
-    case quick, tasks, rounds, probes, workloads, json
+    case quick, tasks, rounds, probes, workloads, subjects, json
     case latencySamples = "latency_samples"
     case fifoTasks = "fifo_tasks"
     case syncCalls = "sync_calls"

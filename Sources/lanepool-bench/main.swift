@@ -88,6 +88,17 @@ if options.compareMetrics {
       run: { qos, work in try! metered.queue(for: qos).async(work) }, serialLanes: true))
 }
 let base = gcdYY.name
+/// --subjects: the chosen ones of `list`, in the option's order, after the base.
+func chosen(_ list: [Subject]) -> [Subject] {
+  guard let names = options.subjects else { return list }
+  let known = list.map(\.name)
+  if let bad = names.first(where: { !known.contains($0) }) {
+    FileHandle.standardError.write(
+      "lanepool-bench: unknown subject '\(bad)' (known: \(known.joined(separator: ", ")))\n".data(using: .utf8)!)
+    exit(2)
+  }
+  return [gcdYY] + names.filter { $0 != base }.map { n in list.first { $0.name == n }! }
+}
 let nproc = ProcessInfo.processInfo.activeProcessorCount
 let machine = "nproc \(shell("nproc")), kernel \(shell("uname -r")), \(shell("uname -m"))"
 print("lanepool-bench: \(machine); \(lanesPerBand) lanes per band / YY queues per QoS")
@@ -152,7 +163,7 @@ for runIndex in 1...options.repeatCount {
 
   for (key, producers) in [("w1", 1), ("w2", 2)] where options.runs(key) {
     let per = options.tasks / producers
-    let subjects = subjects + [laneSwiftNoCapture]
+    let subjects = chosen(subjects + [laneSwiftNoCapture])
     for s in subjects { _ = throughput(s, producers: producers, perProducer: max(per / 10, 1000)) }  // warm-up
     var samples: [String: [Double]] = [:]
     for _ in 0..<options.rounds {
@@ -194,8 +205,8 @@ for runIndex in 1...options.repeatCount {
       }
     }
     // Issue 14 item 3: a Swift closure submit against the C function pointer, same run.
-    let cFn = med[laneC.name]!
     for name in [laneSwift.name, laneSwiftNoCapture.name] {
+      guard let cFn = med[laneC.name], med[name] != nil else { continue }
       print("\(name) / LanePool C fn: " + String(format: "%.2f", med[name]! / cFn))
       ratios.add(key, "tasks/s vs C fn", name, base: laneC.name, med[name]! / cFn)
     }
@@ -240,7 +251,7 @@ for runIndex in 1...options.repeatCount {
 
   if options.runs("w3") {
     var res: [String: Percentiles] = [:]
-    let subjects = subjects + [laneRealtime]
+    let subjects = chosen(subjects + [laneRealtime])
     for s in subjects { _ = wakeLatency(s, samples: 500) }  // warm-up
     for s in subjects { res[s.name] = wakeLatency(s, samples: options.latencySamples) }
     print("")
@@ -256,7 +267,7 @@ for runIndex in 1...options.repeatCount {
 
   if options.runs("w3b") {
     let gap: UInt64 = 50_000
-    let subjects = subjects + [laneRealtime]
+    let subjects = chosen(subjects + [laneRealtime])
     let oldSlack = lpb_set_timer_slack(1)  // as an event loop's epoll_wait timeout: no 50 us rounding
     defer { if oldSlack >= 0 { _ = lpb_set_timer_slack(UInt(oldSlack)) } }
     for s in subjects { _ = wakeLatency(s, samples: 500, gapNs: gap, blocking: true) }  // warm-up
