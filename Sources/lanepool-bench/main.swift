@@ -90,12 +90,25 @@ if options.compareMetrics {
 let base = gcdYY.name
 /// --subjects: the chosen ones of `list`, in the option's order, after the base.
 func chosen(_ list: [Subject]) -> [Subject] {
-  guard let names = options.subjects else { return list }
+  guard let pieces = options.subjects else { return list }
   let known = list.map(\.name)
-  if let bad = names.first(where: { !known.contains($0) }) {
-    FileHandle.standardError.write(
-      "lanepool-bench: unknown subject '\(bad)' (known: \(known.joined(separator: ", ")))\n".data(using: .utf8)!)
-    exit(2)
+  // A name may hold a comma ("LanePool Swift, no capture"): the longest run of pieces that
+  // names a subject wins.
+  var names: [String] = []
+  var i = 0
+  while i < pieces.count {
+    guard
+      let j = (i..<pieces.count).reversed().first(where: {
+        known.contains(pieces[i...$0].joined(separator: ", "))
+      })
+    else {
+      FileHandle.standardError.write(
+        "lanepool-bench: unknown subject '\(pieces[i])' (known: \(known.joined(separator: "; ")))\n".data(
+          using: .utf8)!)
+      exit(2)
+    }
+    names.append(pieces[i...j].joined(separator: ", "))
+    i = j + 1
   }
   return [gcdYY] + names.filter { $0 != base }.map { n in list.first { $0.name == n }! }
 }
