@@ -219,7 +219,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
 /* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
 static _Atomic int escalation;
 
-static bool escalation_on(void) {
+bool lanepool__escalation_on(void) {
   int e = atomic_load_explicit(&escalation, memory_order_relaxed);
   if (e == 0) {
     const char *v = getenv("LANEPOOL_ESCALATION");
@@ -230,7 +230,7 @@ static bool escalation_on(void) {
 }
 
 bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket) {
-  if (band < 0 || (uint32_t)band >= lane->band || !escalation_on()) return false;
+  if (band < 0 || (uint32_t)band >= lane->band || !lanepool__escalation_on()) return false;
   atomic_fetch_add_explicit(&lane->boost_waiting[band], 1, memory_order_relaxed);
   atomic_store_explicit(ticket, (uint32_t)band + 1, memory_order_relaxed);
   return true;
@@ -381,6 +381,61 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
   return lane->band;
 }
 
+/* ---- the chain ----------------------------------------------------------------
+ *
+ * A thread that waits for a queued sync on lane C while it holds lane B (it runs B's
+ * task, or a closure lent by B, or a closure queued by a caller that holds B) waits at
+ * a band that counts B's (lanepool__waiter_band). When B's band changes later (a new
+ * waiter on B, or one that leaves), the thread moves its boost of C to its new band,
+ * and C's change reaches the thread C's work waits for in turn, hop by hop, as
+ * rt_mutex_adjust_prio_chain does: each hop is the waiting thread's own (sync.c), with
+ * no lock held across lanes. A waiter is listed on the innermost LANEPOOL__CHAIN_LINKS
+ * lanes of its chain; each change of B's band tells the waiters listed on B (its state
+ * becomes LANEPOOL__SYNC_REWALK unless it was answered). The list is under B's
+ * boost_lock, which the waiter takes to leave it before its frame ends. */
+
+void lanepool__chain_listen(lanepool__sync *s) {
+  s->links_used = 0;
+  for (const lanepool__held *h = s->chain; h && s->links_used < LANEPOOL__CHAIN_LINKS; h = h->up) {
+    if (!h->lane) continue;
+    lanepool__chain_link *k = &s->links[s->links_used++];
+    k->sync = s;
+    k->lane = (lanepool_lane_t *)h->lane;
+    pthread_mutex_lock(&k->lane->boost_lock);
+    k->next = k->lane->chain_waiters;
+    k->lane->chain_waiters = k;
+    pthread_mutex_unlock(&k->lane->boost_lock);
+  }
+}
+
+void lanepool__chain_unlisten(lanepool__sync *s) {
+  for (uint32_t i = 0; i < s->links_used; i++) {
+    lanepool__chain_link *k = &s->links[i], **p;
+    pthread_mutex_lock(&k->lane->boost_lock);
+    for (p = &k->lane->chain_waiters; *p != k; p = &(*p)->next) {}
+    *p = k->next;
+    pthread_mutex_unlock(&k->lane->boost_lock);
+  }
+  s->links_used = 0;
+}
+
+/* [boost_lock] The waiters listed on `lane`: their chain's band changed. */
+static void tell_chain(lanepool_lane_t *lane) {
+  for (lanepool__chain_link *k = lane->chain_waiters; k; k = k->next) {
+    lanepool__sync *s = k->sync;
+    uint32_t pending = 0;
+    if (!atomic_compare_exchange_strong_explicit(&s->state, &pending, LANEPOOL__SYNC_REWALK,
+                                                 memory_order_seq_cst, memory_order_relaxed))
+      continue; /* answered, or told already */
+    lanepool__futex_wake(&s->state, 1);
+    /* A waiter that helps run its lane's queue waits on help_seq (sync.c). */
+    if (atomic_load_explicit(&s->lane->helpers, memory_order_seq_cst)) {
+      atomic_fetch_add_explicit(&s->lane->help_seq, 1, memory_order_seq_cst);
+      lanepool__futex_wake(&s->lane->help_seq, INT32_MAX);
+    }
+  }
+}
+
 void lanepool__boost_update(lanepool_lane_t *lane) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   char log_line[320] = "";
@@ -393,6 +448,7 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
     atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
     LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
+    tell_chain(lane);
   }
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */

@@ -229,6 +229,8 @@ struct lanepool_lane {
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
   lanepool__boost_now boost_now; /* [boost_lock] */
+  /* Queued syncs whose caller's chain holds this lane: told when boost_band changes. */
+  struct lanepool__chain_link *chain_waiters; /* [boost_lock] */
 };
 
 /* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
@@ -377,7 +379,12 @@ static inline bool lanepool__life_open(const lanepool_t *pool) {
          LANEPOOL__LIFE_OPEN;
 }
 
-void lanepool__futex_wake(_Atomic uint32_t *word, int count); /* lane.c */
+/* thread.c: futex waits (they return on a wake, a signal or a changed word: callers loop)
+ * and wakes. */
+void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
+/* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
+bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
+void lanepool__futex_wake(_Atomic uint32_t *word, int count);
 
 /* What lower layers report to the pool's life (lifecycle.c gives it its meaning): a
  * lane went idle, a lent run ended, a timer fired or was cancelled. It matters only to
@@ -496,6 +503,8 @@ void lanepool__pool_free(lanepool_t *pool);
  * lanepool__boost_update once it is, and leaves with lanepool__boost_leave (exactly once
  * per join: whoever swaps `*ticket`, band + 1, to 0). */
 bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *ticket);
+/* false with LANEPOOL_ESCALATION=0 in the environment (read once). */
+bool lanepool__escalation_on(void);
 void lanepool__boost_update(lanepool_lane_t *lane);
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 /* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */

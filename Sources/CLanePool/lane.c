@@ -10,14 +10,10 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 __thread lanepool_lane_t *lanepool__current;
 __thread lanepool_lane_t *lanepool__thread_lane;
@@ -33,34 +29,6 @@ uint64_t lanepool__now_ns(void) {
 
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-/* true if the time (ts NULL: none) ran out. */
-static inline bool futex_wait(_Atomic uint32_t *word, uint32_t expected, struct timespec *ts) {
-  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
-  int saved = errno;
-  bool timed_out =
-      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, ts, NULL, 0) == -1 &&
-      errno == ETIMEDOUT;
-  errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
-  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
-  return timed_out;
-}
-
-void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
-  (void)futex_wait(word, expected, NULL);
-}
-
-bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
-  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
-  return futex_wait(word, expected, &ts);
-}
-
-void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
-  int saved = errno;
-  long woken = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
-  errno = saved;
-  if (woken > 0) LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, word); /* the count: test builds only */
 }
 
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,

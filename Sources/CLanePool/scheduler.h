@@ -86,17 +86,33 @@ typedef struct lanepool__held {
  * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
  * closure, which holds its caller's chain too). [this thread] */
 extern __thread const lanepool__held *lanepool__held_now;
+/* A queued sync's waiter, listed on a lane of its chain (band.c, "the chain"). */
+typedef struct lanepool__chain_link {
+  struct lanepool__sync *sync;
+  lanepool_lane_t *lane;
+  struct lanepool__chain_link *next; /* [that lane's boost_lock] */
+} lanepool__chain_link;
+/* The lanes of a waiter's chain that a change of band re-walks from (the innermost). */
+#define LANEPOOL__CHAIN_LINKS 8
+/* A sync's state while its waiter is asked to walk the chain again (band.c). */
+#define LANEPOOL__SYNC_REWALK 3u
 typedef struct lanepool__sync {
   lanepool_fn fn;
   void *ctx;
-  _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded */
+  _Atomic uint32_t state;      /* 0 pending, 1 ran, 2 discarded, LANEPOOL__SYNC_REWALK */
   const lanepool__held *chain; /* the caller's held chain (in its frame while it waits) */
   lanepool__held node;         /* this lane over that chain, while the closure runs */
   const lanepool__held *above; /* the running thread's own chain, restored after */
   /* Escalation: the waiter's band + 1 while it boosts `lane` (0: no boost). */
   _Atomic uint32_t boost;
   lanepool_lane_t *lane;
+  uint32_t links_used;
+  lanepool__chain_link links[LANEPOOL__CHAIN_LINKS];
 } lanepool__sync;
+/* band.c, the chain: a queued sync's caller holds lanes whose band may change while it
+ * waits; listed on each, the waiter is told of a change and moves its boost. */
+void lanepool__chain_listen(lanepool__sync *s);
+void lanepool__chain_unlisten(lanepool__sync *s);
 void lanepool__sync_trampoline(void *arg);
 void lanepool__sync_discard(void *arg);
 /* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task. */
@@ -106,9 +122,6 @@ static inline void lanepool__run_task(const lanepool__task *task) {
   else
     task->fn(task->ctx);
 }
-void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
-/* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
-bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 

@@ -296,22 +296,53 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
   return st;
 }
 
+/* The chain moved (band.c, "the chain"): the waiter's band now, in place of the one it
+ * boosts the lane with. The new count comes before the old one leaves, so the lane never
+ * drops below both meanwhile; a ticket the lane's answer took first is left alone (the
+ * new one then leaves with the waiter, see sync_queued). */
+static void rewalk(lanepool__sync *s) {
+  int band = lanepool__waiter_band();
+  uint32_t old = atomic_load_explicit(&s->boost, memory_order_relaxed);
+  if (old == (uint32_t)band + 1) return;
+  _Atomic uint32_t fresh = 0;
+  bool joined = lanepool__boost_join(s->lane, band, &fresh);
+  uint32_t now = joined ? (uint32_t)band + 1 : 0;
+  if (!atomic_compare_exchange_strong_explicit(&s->boost, &old, now, memory_order_relaxed,
+                                               memory_order_relaxed)) {
+    if (joined) lanepool__boost_drop(s->lane, (uint32_t)band); /* answered meanwhile */
+    return;
+  }
+  if (old)
+    lanepool__boost_drop(s->lane, old - 1); /* and updates, with the new count in */
+  else if (joined)
+    lanepool__boost_update(s->lane);
+}
+
 static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   lanepool__sync s = {.fn = fn, .ctx = ctx, .chain = lanepool__held_now, .lane = lane}; /* 0s */
   /* Escalation: a waiter of a higher band boosts the lane before its task is queued
-   * (so the lane cannot run it unboosted) until the task has run (band.c). */
-  bool boosting = !(flags & LANEPOOL_SYNC_NO_ESCALATION) &&
-                  lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost);
-  if (boosting) lanepool__boost_update(lane);
+   * (so the lane cannot run it unboosted) until the task has run (band.c). Listed on the
+   * lanes it holds first: a change of their band after the band is read here is told. */
+  bool escalates = !(flags & LANEPOOL_SYNC_NO_ESCALATION) && lanepool__escalation_on();
+  if (escalates) lanepool__chain_listen(&s);
+  if (escalates && lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost))
+    lanepool__boost_update(lane);
   int rc = lanepool__lane_push(lane, lanepool__sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
-  if (rc) {
-    LANEPOOL__TEST_POINT("sync_refused", lane, rc);
-    if (boosting) lanepool__boost_leave(lane, &s.boost);
-    return rc;
+  uint32_t st = rc ? 2 : 0;
+  if (rc) LANEPOOL__TEST_POINT("sync_refused", lane, rc);
+  while (st != 1 && st != 2) {
+    uint32_t told = LANEPOOL__SYNC_REWALK;
+    if (st == told) {
+      if (atomic_compare_exchange_strong_explicit(&s.state, &told, 0, memory_order_seq_cst,
+                                                  memory_order_relaxed))
+        rewalk(&s);
+    } else if (!(st = help_until_answered(lane, &s)) &&
+               !(st = atomic_load_explicit(&s.state, memory_order_acquire))) {
+      lanepool__futex_wait(&s.state, 0);
+    }
+    if (st != 1 && st != 2) st = atomic_load_explicit(&s.state, memory_order_acquire);
   }
-  uint32_t st = help_until_answered(lane, &s);
-  while (st == 0 && (st = atomic_load_explicit(&s.state, memory_order_acquire)) == 0)
-    lanepool__futex_wait(&s.state, 0);
-  if (boosting) lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
-  return st == 1 ? 0 : ECANCELED;
+  if (escalates) lanepool__chain_unlisten(&s);
+  lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
+  return rc ? rc : st == 1 ? 0 : ECANCELED;
 }

@@ -1,6 +1,7 @@
 /*
  * thread.c - the one way LanePool starts a thread (lanes, their replacements, the
- * timer thread): the same signal mask, stack size and naming for all of them.
+ * timer thread): the same signal mask, stack size and naming for all of them; and the
+ * futex wait and wake every blocking wait of the core is made of.
  *
  * Signal mask: every asynchronous signal is blocked, so signals reach the
  * application's own threads and never a library thread in the middle of a task or a
@@ -12,8 +13,13 @@
 #endif
 #include "internal.h"
 
+#include <errno.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg) {
   pthread_attr_t attr;
@@ -42,4 +48,32 @@ void lanepool__thread_name(const char *pool_name, const char *suffix, char out[1
   memcpy(out, pool_name, keep);
   memcpy(out + keep, suffix, slen);
   out[keep + slen] = '\0';
+}
+
+/* true if the time (ts NULL: none) ran out. */
+static inline bool futex_wait(_Atomic uint32_t *word, uint32_t expected, struct timespec *ts) {
+  LANEPOOL_INJECT_ON(LANEPOOL__AT_BLOCK, word);
+  int saved = errno;
+  bool timed_out =
+      syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, ts, NULL, 0) == -1 &&
+      errno == ETIMEDOUT;
+  errno = saved; /* EAGAIN / EINTR are fine: every caller re-checks in a loop */
+  LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
+  return timed_out;
+}
+
+void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected) {
+  (void)futex_wait(word, expected, NULL);
+}
+
+bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns) {
+  struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u)};
+  return futex_wait(word, expected, &ts);
+}
+
+void lanepool__futex_wake(_Atomic uint32_t *word, int count) {
+  int saved = errno;
+  long woken = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+  errno = saved;
+  if (woken > 0) LANEPOOL_INJECT_ON(LANEPOOL__AT_UNBLOCK, word); /* the count: test builds only */
 }

@@ -685,6 +685,72 @@ static void test_inline_chain_counts_the_callers_band(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- the chain is walked again when a band on it changes (cases 3 and 4): a utility
+ * lane's task waits on a busy background lane; a userInteractive waiter then arrives on
+ * the utility lane, later than that wait began ---- */
+
+static struct {
+  lanepool_lane_t *inner;
+  _Atomic int rc;
+  seen_t seen;
+} mid;
+
+static void mid_task(void *ctx) {
+  (void)ctx;
+  atomic_store(&mid.rc, lanepool_lane_sync(mid.inner, see_own, &mid.seen));
+}
+
+/* The utility lane at band `b`: /proc checked as root (unprivileged, what a utility lane
+ * keeps is not the background lane's, which boosted_nice describes). */
+static bool wait_for_band(lanepool_lane_t *lane, int b) {
+  if (mode == MODE_ROOT) return wait_for_boost(lane, b, tid_of(lane));
+  for (int i = 0; i < 10000 && atomic_load(&lane->boost_band) != (uint32_t)b; i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load(&lane->boost_band) == (uint32_t)b;
+}
+
+static void test_chain_rewalked(bool by_sync) {
+  current_test = by_sync ? "chain_rewalked_by_a_later_sync" : "chain_rewalked_by_boost_begin_end";
+  lanepool_t *pool = escalation_pool(by_sync ? "esc14" : "esc15");
+  lanepool_lane_t *ut = lane_of(pool, LANEPOOL_QOS_UTILITY),
+                  *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  memset(&mid, 0, sizeof mid);
+  mid.inner = bg;
+  atomic_store(&mid.rc, -1);
+  atomic_store(&gate, 0);
+  atomic_store(&order_len, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  CHECK_RC(lanepool_lane_async(ut, mid_task, NULL), 0);
+  /* The utility task waits on the background lane: that lane runs at utility. */
+  CHECK(wait_for_boost(bg, 3, tid_of(bg)));
+  waiter_t w = {ut, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t th;
+  lanepool_boost_t b;
+  if (by_sync) { /* case 3: a later waiter reaches down the chain */
+    CHECK_RC(pthread_create(&th, NULL, waiter_thread, &w), 0);
+    CHECK(wait_for_band(ut, 0));
+    CHECK(wait_for_boost(bg, 0, tid_of(bg)));
+  } else { /* case 4: and its leaving does too */
+    CHECK_RC(lanepool_lane_boost_begin(ut, LANEPOOL_QOS_USER_INTERACTIVE, &b), 0);
+    CHECK(wait_for_boost(bg, 0, tid_of(bg)));
+    CHECK_RC(lanepool_lane_boost_end(&b), 0);
+    CHECK(wait_for_band(ut, 3));
+    CHECK(wait_for_boost(bg, 3, tid_of(bg))); /* back to the band still waiting */
+  }
+  atomic_store(&gate, 1);
+  if (by_sync) {
+    pthread_join(th, NULL);
+    CHECK_RC(w.rc, 0);
+  }
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(atomic_load(&mid.rc), 0);
+  if (by_sync) CHECK(mid.seen.nice == boosted_nice(0) && mid.seen.policy == boosted_policy(0));
+  CHECK(unboosted(bg) && unboosted(ut) && bg->chain_waiters == NULL && ut->chain_waiters == NULL);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- restore puts back every attribute: SCHED_RESET_ON_FORK kept (unprivileged, a
  * request that dropped it was refused), and a fork child's copy of the thread that
  * entered may restore ---- */
@@ -1235,6 +1301,8 @@ static void run_suite(void) {
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_inline_chain_counts_the_callers_band();
+  test_chain_rewalked(true);
+  test_chain_rewalked(false);
   test_restore_keeps_reset_on_fork();
   test_restore_in_fork_child();
   test_boost_after_the_thread_left();
