@@ -121,67 +121,50 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
   atomic_init(&r->head, 0);
 }
 
-/* Claims up to `n` consecutive free cells with one CAS: *pos the first, *k how many
- * (at least 1), for the caller to publish in order (ring_publish). Otherwise EAGAIN
- * (full), ESHUTDOWN (CLOSED) or LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not
- * LANEPOOL__PUSH_OWN). Each cell is checked (with many consumers cells are freed out of
- * order). */
-static inline int lanepool__ring_claim(lanepool__ring *r, uint64_t n, unsigned flags, uint64_t *pos,
-                                       uint64_t *k) {
+/* Claims up to `n` consecutive free cells with one CAS and publishes {fn, ctxs[i],
+ * args[i]} (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix
+ * of ctxs); 0 is returned whenever *pushed > 0, and the caller decides what to do with
+ * the rest. Otherwise EAGAIN (full: the caller keeps its tasks); ESHUTDOWN (CLOSED);
+ * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). Each cell is checked
+ * (with many consumers cells are freed out of order). */
+static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
+                                        void *const *args, uint64_t n, unsigned flags,
+                                        uint64_t *pushed) {
   const bool own = flags & LANEPOOL__PUSH_OWN;
+  *pushed = 0;
+  if (n == 0) return 0;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
     if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
     if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
-    uint64_t p = t & ~LANEPOOL__TAIL_FLAGS;
+    uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     int64_t first =
-        (int64_t)(atomic_load_explicit(&r->slots[p & r->mask].seq, memory_order_acquire) - p);
+        (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) - pos);
     if (first < 0) return EAGAIN; /* the consumer has not freed this cell yet */
-    if (first > 0) {              /* another producer claimed p: look again */
+    if (first > 0) {              /* another producer claimed pos: look again */
       t = atomic_load_explicit(&r->tail, memory_order_relaxed);
       continue;
     }
-    uint64_t c = 1, most = n < r->mask + 1 ? n : r->mask + 1;
-    while (c < most &&
-           atomic_load_explicit(&r->slots[(p + c) & r->mask].seq, memory_order_acquire) == p + c)
-      c++;
+    uint64_t k = 1, most = n < r->mask + 1 ? n : r->mask + 1;
+    while (k < most && atomic_load_explicit(&r->slots[(pos + k) & r->mask].seq,
+                                            memory_order_acquire) == pos + k)
+      k++;
     /* seq_cst: ordered before the users' wake-up loads. The flags ride along unchanged
-     * (t + c touches the position bits only). */
-    if (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + c, memory_order_seq_cst,
+     * (t + k touches the position bits only). */
+    if (!atomic_compare_exchange_weak_explicit(&r->tail, &t, t + k, memory_order_seq_cst,
                                                memory_order_relaxed))
       continue;
     LANEPOOL_INJECT(LANEPOOL__AT_CLAIM_PUBLISH); /* claimed, not yet published */
-    *pos = p;
-    *k = c;
+    for (uint64_t i = 0; i < k; i++) {
+      lanepool__slot *slot = &r->slots[(pos + i) & r->mask];
+      slot->fn = fn;
+      slot->ctx = ctxs[i];
+      slot->arg = args ? args[i] : NULL;
+      atomic_store_explicit(&slot->seq, pos + i + 1, memory_order_release);
+    }
+    *pushed = k;
     return 0;
   }
-}
-
-/* Publishes a claimed cell. */
-static inline void lanepool__ring_publish(lanepool__ring *r, uint64_t pos, lanepool__ring_fn fn,
-                                          void *ctx, void *arg) {
-  lanepool__slot *slot = &r->slots[pos & r->mask];
-  slot->fn = fn;
-  slot->ctx = ctx;
-  slot->arg = arg;
-  atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
-}
-
-/* Claims and publishes {fn, ctxs[i], args[i]} (args NULL: every arg NULL) in up to `n`
- * cells, in order. *pushed = how many (a prefix of ctxs); 0 is returned whenever
- * *pushed > 0, and the caller decides what to do with the rest; otherwise as ring_claim
- * (EAGAIN: the caller keeps its tasks). */
-static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
-                                        void *const *args, uint64_t n, unsigned flags,
-                                        uint64_t *pushed) {
-  uint64_t pos, k = 0;
-  *pushed = 0;
-  if (n == 0) return 0;
-  int rc = lanepool__ring_claim(r, n, flags, &pos, &k);
-  for (uint64_t i = 0; i < k && rc == 0; i++)
-    lanepool__ring_publish(r, pos + i, fn, ctxs[i], args ? args[i] : NULL);
-  *pushed = rc ? 0 : k;
-  return rc;
 }
 
 /* One task: as lanepool__ring_push_n with n = 1. */

@@ -72,12 +72,10 @@ bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t sha
     *out = l->buf[l->head];
     uint64_t most = into ? (len - 1) / shares : 0;
     if (into && most > (into->mask + 1) / 2) most = (into->mask + 1) / 2;
-    uint64_t pos, k;
-    while (moved < most && !lanepool__ring_claim(into, most - moved, LANEPOOL__PUSH_OWN, &pos, &k))
-      for (uint64_t i = 0; i < k; i++, moved++) { /* one claim for many cells */
-        lanepool__task *t = &l->buf[(l->head + 1 + moved) % l->cap];
-        lanepool__ring_publish(into, pos + i, t->fn, t->ctx, t->arg);
-      }
+    for (; moved < most; moved++) {
+      lanepool__task *t = &l->buf[(l->head + 1 + moved) % l->cap];
+      if (lanepool__ring_push(into, t->fn, t->ctx, t->arg, LANEPOOL__PUSH_OWN)) break;
+    }
     l->head = (l->head + 1 + moved) % l->cap;
     LANEPOOL_INJECT(LANEPOOL__AT_SPILL);
     /* In the ring before they leave the list (count seq_cst: always in view of the
