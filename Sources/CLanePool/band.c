@@ -381,21 +381,13 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
   return lane->band;
 }
 
-/* ---- the chain ----------------------------------------------------------------
- *
- * A thread that waits for a queued sync on lane C while it holds lane B (it runs B's
- * task, or a closure lent by B, or a closure queued by a caller that holds B) waits at
- * a band that counts B's (lanepool__waiter_band). When B's band changes later (a new
- * waiter on B, or one that leaves), the thread moves its boost of C to its new band,
- * and C's change reaches the thread C's work waits for in turn, hop by hop, as
- * rt_mutex_adjust_prio_chain does: each hop is the waiting thread's own (sync.c), with
- * no lock held across lanes. A waiter is listed on the innermost LANEPOOL__CHAIN_LINKS
- * lanes of its chain; each change of B's band tells the waiters listed on B (its state
- * becomes LANEPOOL__SYNC_REWALK unless it was answered). The list is under B's
- * boost_lock, which the waiter takes to leave it before its frame ends. */
+/* ---- the chain (docs/priorities.md, "When the chain changes") ------------------
+ * A waiter on lane C that holds lane B is listed on B (under B's boost_lock, left before
+ * its frame ends); a change of B's band tells it (state LANEPOOL__SYNC_REWALK unless
+ * answered), and it moves its boost of C itself (sync.c, rewalk): hop by hop, with no
+ * lock held across lanes. */
 
-void lanepool__chain_listen(lanepool__sync *s) {
-  s->links_used = 0;
+void lanepool__chain_listen(lanepool__sync *s) { /* (links_used is 0) */
   for (const lanepool__held *h = s->chain; h && s->links_used < LANEPOOL__CHAIN_LINKS; h = h->up) {
     if (!h->lane) continue;
     lanepool__chain_link *k = &s->links[s->links_used++];
@@ -416,7 +408,6 @@ void lanepool__chain_unlisten(lanepool__sync *s) {
     *p = k->next;
     pthread_mutex_unlock(&k->lane->boost_lock);
   }
-  s->links_used = 0;
 }
 
 /* [boost_lock] The waiters listed on `lane`: their chain's band changed. */
@@ -428,11 +419,7 @@ static void tell_chain(lanepool_lane_t *lane) {
                                                  memory_order_seq_cst, memory_order_relaxed))
       continue; /* answered, or told already */
     lanepool__futex_wake(&s->state, 1);
-    /* A waiter that helps run its lane's queue waits on help_seq (sync.c). */
-    if (atomic_load_explicit(&s->lane->helpers, memory_order_seq_cst)) {
-      atomic_fetch_add_explicit(&s->lane->help_seq, 1, memory_order_seq_cst);
-      lanepool__futex_wake(&s->lane->help_seq, INT32_MAX);
-    }
+    lanepool__wake_helpers(s->lane);
   }
 }
 

@@ -208,10 +208,7 @@ static void sync_answer(lanepool__sync *s, uint32_t state) {
   if (atomic_load_explicit(&s->boost, memory_order_relaxed)) lanepool__boost_leave(lane, &s->boost);
   atomic_store_explicit(&s->state, state, memory_order_seq_cst);
   lanepool__futex_wake(&s->state, 1);
-  if (atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) {
-    atomic_fetch_add_explicit(&lane->help_seq, 1, memory_order_seq_cst);
-    lanepool__futex_wake(&lane->help_seq, INT32_MAX);
-  }
+  lanepool__wake_helpers(lane);
 }
 
 static void sync_ran(void *arg) {

@@ -94,11 +94,7 @@ void lanepool__lane_kick(lanepool_lane_t *lane, bool note) {
   /* Awake and not away: its thread looks at its lane before it goes away or parks. */
   if (!atomic_load_explicit(&lane->away, memory_order_seq_cst)) return;
   lanepool__band_wake(lane->pool, lane->band);
-  /* Threads of the band waiting for a sync queued here may run the queue themselves. */
-  if (atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) {
-    atomic_fetch_add_explicit(&lane->help_seq, 1, memory_order_seq_cst);
-    lanepool__futex_wake(&lane->help_seq, INT32_MAX);
-  }
+  lanepool__wake_helpers(lane); /* they may run the queue themselves */
 }
 
 /* ---- submitting ------------------------------------------------------------------- */

@@ -92,8 +92,7 @@ typedef struct lanepool__chain_link {
   lanepool_lane_t *lane;
   struct lanepool__chain_link *next; /* [that lane's boost_lock] */
 } lanepool__chain_link;
-/* The lanes of a waiter's chain that a change of band re-walks from (the innermost). */
-#define LANEPOOL__CHAIN_LINKS 8
+#define LANEPOOL__CHAIN_LINKS 8 /* the innermost lanes of a chain a waiter is listed on */
 /* A sync's state while its waiter is asked to walk the chain again (band.c). */
 #define LANEPOOL__SYNC_REWALK 3u
 typedef struct lanepool__sync {
@@ -109,8 +108,7 @@ typedef struct lanepool__sync {
   uint32_t links_used;
   lanepool__chain_link links[LANEPOOL__CHAIN_LINKS];
 } lanepool__sync;
-/* band.c, the chain: a queued sync's caller holds lanes whose band may change while it
- * waits; listed on each, the waiter is told of a change and moves its boost. */
+/* band.c: a waiter listed on the lanes it holds, told when their band changes. */
 void lanepool__chain_listen(lanepool__sync *s);
 void lanepool__chain_unlisten(lanepool__sync *s);
 void lanepool__sync_trampoline(void *arg);

@@ -296,10 +296,9 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
   return st;
 }
 
-/* The chain moved (band.c, "the chain"): the waiter's band now, in place of the one it
- * boosts the lane with. The new count comes before the old one leaves, so the lane never
- * drops below both meanwhile; a ticket the lane's answer took first is left alone (the
- * new one then leaves with the waiter, see sync_queued). */
+/* The chain moved (band.c): the waiter's band now replaces the one it boosts the lane
+ * with, the new count first; if the lane's answer took the old ticket, the new count
+ * goes too. */
 static void rewalk(lanepool__sync *s) {
   int band = lanepool__waiter_band();
   uint32_t old = atomic_load_explicit(&s->boost, memory_order_relaxed);

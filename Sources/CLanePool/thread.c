@@ -1,7 +1,6 @@
 /*
  * thread.c - the one way LanePool starts a thread (lanes, their replacements, the
- * timer thread): the same signal mask, stack size and naming for all of them; and the
- * futex wait and wake every blocking wait of the core is made of.
+ * timer thread): the same signal mask, stack size and naming for all; and futex waits.
  *
  * Signal mask: every asynchronous signal is blocked, so signals reach the
  * application's own threads and never a library thread in the middle of a task or a
