@@ -180,7 +180,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   if (lanepool__get_nice(0) != token->saved_nice) KEEP(lanepool__set_nice(0, token->saved_nice));
   if (token->ioprio.requested != -1 && lanepool__get_ioprio(0) != token->saved_ioprio)
     KEEP(lanepool__set_ioprio(0, token->saved_ioprio));
-  if (token->timer_slack.requested != -1)
+  if ((uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) != token->saved_timer_slack)
     KEEP(prctl(PR_SET_TIMERSLACK, (unsigned long)token->saved_timer_slack, 0, 0, 0) == 0 ? 0
                                                                                          : errno);
   if (token->slice.requested != -1 && token->saved_slice != 0) {
@@ -266,6 +266,10 @@ static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_
                                .sched_nice = nice,
                                .sched_runtime = slice_ns};
   int err = lanepool__set_attr(tid, &attr);
+  if (!err && (policy == SCHED_FIFO || policy == SCHED_RR))
+    atomic_store_explicit(&lane->reslack, 1, memory_order_relaxed);
+  else if (!err && atomic_load_explicit(&lane->reslack, memory_order_relaxed) == 1)
+    atomic_store_explicit(&lane->reslack, 2, memory_order_relaxed); /* out of real time */
   now->sched_known = err == 0;
   now->policy = policy;
   now->rt_priority = rt_priority;

@@ -229,6 +229,10 @@ struct lanepool_lane {
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
   lanepool__boost_now boost_now; /* [boost_lock] */
+  /* 1 while a boost holds the thread at a real-time policy, 2 once it left it: Linux
+   * zeroes a thread's timer slack on entering one and gives it the default back on
+   * leaving, and only the thread can set it again (run_counted, at 2). [atomic] */
+  _Atomic uint32_t reslack;
   /* Queued syncs whose caller's chain holds this lane: told when boost_band changes. */
   struct lanepool__chain_link *chain_waiters; /* [boost_lock] */
 };

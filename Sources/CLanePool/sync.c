@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -68,6 +69,13 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
                         memory_order_relaxed);
   bool outer_band_job = lanepool__band_job_running;
   if (!lane) lanepool__band_job_running = true;
+  /* Back from a real-time boost: its timer slack as its band sets it (only it can). */
+  uint32_t due = 2;
+  if (__builtin_expect(atomic_load_explicit(&me->reslack, memory_order_relaxed) == 2, 0) &&
+      atomic_compare_exchange_strong_explicit(&me->reslack, &due, 0, memory_order_relaxed,
+                                              memory_order_relaxed) &&
+      me->applied.timer_slack.requested != -1)
+    (void)prctl(PR_SET_TIMERSLACK, (unsigned long)me->applied.timer_slack.got, 0, 0, 0);
   LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
   lanepool__run_task(task);
   LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);

@@ -751,6 +751,51 @@ static void test_chain_rewalked(bool by_sync) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- case 6: a real-time boost leaves the lane's timer slack as its band set it (Linux
+ * zeroes it on entering SCHED_FIFO and gives the thread's default back on leaving) ---- */
+
+static void read_slack(void *ctx) { *(long *)ctx = slack_now(); }
+/* On the lane's thread, and not boosted by this default caller. */
+#define UNBOOSTED_QUEUED (LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)
+
+static void test_realtime_boost_keeps_slack(void) {
+  current_test = "realtime_boost_keeps_slack";
+  if (mode != MODE_ROOT) return; /* SCHED_FIFO needs the privilege */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc16";
+  cfg.lanes_per_band = 1;
+  cfg.allow_realtime = 1;
+  cfg.policy[1].sched = LANEPOOL_SCHED_FIFO;
+  cfg.policy[1].rt_priority = 1;
+  cfg.policy[1].nice = 0;
+  cfg.policy[1].slice_ns = 0;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  long before = -1, after = -1;
+  CHECK_RC(lanepool_lane_sync_flags(bg, read_slack, &before, UNBOOSTED_QUEUED), 0);
+  CHECK(before == 10000000);
+  lanepool_boost_t b;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INITIATED, &b), 0);
+  CHECK(policy_of(tid_of(bg)) == SCHED_FIFO);
+  CHECK_RC(lanepool_lane_boost_end(&b), 0);
+  CHECK(policy_of(tid_of(bg)) == SCHED_BATCH && unboosted(bg));
+  CHECK_RC(lanepool_lane_sync_flags(bg, read_slack, &after, UNBOOSTED_QUEUED), 0);
+  CHECK(after == 10000000);
+  if (after != 10000000) fprintf(stderr, "[%s] slack %ld after the boost\n", current_test, after);
+  /* A thread that entered a band and was moved to a real-time policy meanwhile gets its
+   * own slack back from restore too. */
+  lanepool_band_token_t t;
+  long mine = slack_now();
+  CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_DEFAULT, 0, &t), 0);
+  struct sched_param sp = {.sched_priority = 1};
+  CHECK_RC(sched_setscheduler(0, SCHED_FIFO, &sp), 0);
+  CHECK_RC(lanepool_thread_restore(&t), 0);
+  CHECK(slack_now() == mine && policy_of(gettid_()) == SCHED_OTHER);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- restore puts back every attribute: SCHED_RESET_ON_FORK kept (unprivileged, a
  * request that dropped it was refused), and a fork child's copy of the thread that
  * entered may restore ---- */
@@ -1303,6 +1348,7 @@ static void run_suite(void) {
   test_inline_chain_counts_the_callers_band();
   test_chain_rewalked(true);
   test_chain_rewalked(false);
+  test_realtime_boost_keeps_slack();
   test_restore_keeps_reset_on_fork();
   test_restore_in_fork_child();
   test_boost_after_the_thread_left();
