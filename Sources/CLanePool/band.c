@@ -348,6 +348,11 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
       set_own_sched(lane, tid);
+    } else if (nice > 0 && nice > p->nice) {
+      /* Some room, not a default thread's weight: only the nice drops (never worse). */
+      int own = (int)lane->applied.sched.got;
+      (void)boost_set_sched(lane, tid, own == SCHED_IDLE ? SCHED_BATCH : own, 0, nice,
+                            lane->policy.slice_ns);
     } else if (boost_set_sched(lane, tid, policy, 0, nice, p->slice_ns) != 0) {
       (void)boost_set_sched(lane, tid, sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK, 0, cur,
                             p->slice_ns);

@@ -30,9 +30,10 @@
 
 /* What the process may do with nice: root (CAP_SYS_NICE), or unprivileged with an
  * RLIMIT_NICE of 0 (raise only) or 20 (down to nice 0). */
-typedef enum { MODE_ROOT, MODE_UNPRIV, MODE_UNPRIV_RLIMIT20 } mode_t_;
+typedef enum { MODE_ROOT, MODE_UNPRIV, MODE_UNPRIV_RLIMIT20, MODE_UNPRIV_RLIMIT15 } mode_t_;
 static mode_t_ mode;
-static const char *mode_name[] = {"root", "uid 65534, RLIMIT_NICE 0", "uid 65534, RLIMIT_NICE 20"};
+static const char *mode_name[] = {"root", "uid 65534, RLIMIT_NICE 0", "uid 65534, RLIMIT_NICE 20",
+                                  "uid 65534, RLIMIT_NICE 15"};
 
 static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
 
@@ -95,13 +96,15 @@ static void test_enter_restore(void) {
   CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
 
   /* Down: background, nice 10, SCHED_BATCH, I/O best-effort 7, 10 ms timer slack.
-   * RLIMIT_NICE 0 could never come back to nice 0: nice is withheld (the undo rule). */
+   * RLIMIT_NICE below 20 could never come back to nice 0: nice is withheld (the undo
+   * rule). */
   long slack0 = slack_now();
   CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t), 0);
   CHECK(policy_of(me) == SCHED_BATCH && t.sched.got == SCHED_BATCH && t.sched.error == 0);
   CHECK(t.ioprio.got == ((2 << 13) | 7));
   CHECK(slack_now() == 10000000);
-  if (mode == MODE_UNPRIV) {
+  bool no_way_back = mode == MODE_UNPRIV || mode == MODE_UNPRIV_RLIMIT15; /* floor above 0 */
+  if (no_way_back) {
     CHECK(nice_of(me) == 0 && t.nice.error == EPERM);
   } else {
     CHECK(nice_of(me) == 10 && t.nice.got == 10 && t.nice.error == 0);
@@ -113,7 +116,7 @@ static void test_enter_restore(void) {
   if (mode == MODE_ROOT) CHECK(nice_of(me) == -3);
   CHECK_RC(lanepool_thread_restore(&inner), 0);
   CHECK(policy_of(me) == SCHED_BATCH);
-  CHECK(nice_of(me) == (mode == MODE_UNPRIV ? 0 : 10));
+  CHECK(nice_of(me) == (no_way_back ? 0 : 10));
   CHECK_RC(lanepool_thread_restore(&t), 0);
   CHECK(nice_of(me) == 0 && policy_of(me) == SCHED_OTHER);
   CHECK(slack_now() == slack0);
@@ -212,6 +215,8 @@ static int boosted_nice(int b) {
     return 10; /* RLIMIT_NICE 0: nice stays, and so do the policy and slice (below) */
   case MODE_UNPRIV_RLIMIT20:
     return table_nice[b] > 0 ? table_nice[b] : 0;
+  case MODE_UNPRIV_RLIMIT15:
+    return table_nice[b] > 5 ? table_nice[b] : 5;
   }
   return 99;
 }
@@ -222,7 +227,10 @@ static int boosted_nice(int b) {
  * the awaited work slower (lanepool-bench --workloads inversion as uid 65534: p50 25.2 ms
  * boosted against 15.1 ms not). */
 static int boosted_policy(int b) {
-  if (mode == MODE_UNPRIV) return SCHED_BATCH;
+  /* RLIMIT_NICE 15 (nice 5 at best): some weight, not a default thread's: only the nice
+   * drops; the band's short slice at nice 5 would trade the lane's batch runs for
+   * preemptions it cannot win against nice-0 load. */
+  if (mode == MODE_UNPRIV || mode == MODE_UNPRIV_RLIMIT15) return SCHED_BATCH;
   return b == 3 ? SCHED_BATCH : SCHED_OTHER;
 }
 
@@ -1383,14 +1391,15 @@ static int run_unprivileged(mode_t_ m, rlim_t rlimit_nice) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-/* band_test [all | root | rlimit0 | rlimit20]: which of the three runs (default all).
- * The RLIMIT_NICE 20 run needs a root that may raise RLIMIT_NICE's hard limit
- * (CAP_SYS_RESOURCE, which containers drop): scripts/vm-test's guest runs it. */
+/* band_test [all | root | rlimit0 | rlimit20 | rlimit15]: which of the runs (default all).
+ * The RLIMIT_NICE 20 and 15 runs need a root that may raise RLIMIT_NICE's hard limit
+ * (CAP_SYS_RESOURCE, which containers drop): scripts/vm-test's guest runs them. */
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
   bool all = strcmp(which, "all") == 0;
-  if (!all && strcmp(which, "root") && strcmp(which, "rlimit0") && strcmp(which, "rlimit20")) {
-    fprintf(stderr, "usage: band_test [all|root|rlimit0|rlimit20]\n");
+  if (!all && strcmp(which, "root") && strcmp(which, "rlimit0") && strcmp(which, "rlimit20") &&
+      strcmp(which, "rlimit15")) {
+    fprintf(stderr, "usage: band_test [all|root|rlimit0|rlimit20|rlimit15]\n");
     return 2;
   }
   if (setpriority(PRIO_PROCESS, 0, 0) != 0) {
@@ -1408,13 +1417,17 @@ int main(int argc, char **argv) {
       if (a == 3 || a == 4) printf("cannot drop to uid 65534 with RLIMIT_NICE 0\n");
       if (a) failed++;
     }
-    if (all || !strcmp(which, "rlimit20")) {
-      int b = run_unprivileged(MODE_UNPRIV_RLIMIT20, 20);
+    for (int limit = 20; limit >= 15; limit -= 5) {
+      char arg[16];
+      snprintf(arg, sizeof arg, "rlimit%d", limit);
+      if (!all && strcmp(which, arg)) continue;
+      int b = run_unprivileged(limit == 20 ? MODE_UNPRIV_RLIMIT20 : MODE_UNPRIV_RLIMIT15,
+                               (rlim_t)limit);
       if (b == 3 && all)
-        printf("skip - uid 65534 with RLIMIT_NICE 20: this root may not raise RLIMIT_NICE\n");
+        printf("skip - uid 65534 with RLIMIT_NICE %d: this root may not raise RLIMIT_NICE\n",
+               limit);
       else if (b == 3) {
-        printf(
-            "uid 65534 with RLIMIT_NICE 20 asked for, but this root may not raise RLIMIT_NICE\n");
+        printf("uid 65534 with RLIMIT_NICE %d asked for, but this root may not raise it\n", limit);
         failed++;
       } else if (b)
         failed++;

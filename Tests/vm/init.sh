@@ -27,7 +27,7 @@ param() { # param NAME DEFAULT
   echo "$2"
 }
 
-all="topology,numa,cores,holes,offline,numa-unavailable,nonuma,stress,lifecycle,band-rlimit20"
+all="topology,numa,cores,holes,offline,numa-unavailable,nonuma,stress,lifecycle,band-rlimit20,band-rlimit15"
 tests=$(param tests "$all")
 offline=$(param offline 1)
 stress=$(param stress 20000)
@@ -71,6 +71,7 @@ for step in $(echo "$tests" | tr , ' '); do
     # escalation and thread bands at uid 65534 with RLIMIT_NICE 20: this guest's root may
     # raise RLIMIT_NICE (CAP_SYS_RESOURCE), which the container CI runs in may not
     band-rlimit20) run band-rlimit20 /t/band_test rlimit20 ;;
+    band-rlimit15) run band-rlimit15 /t/band_test rlimit15 ;;
     *) bad="$bad $step(unknown)" ;;
   esac
 done
