@@ -9,8 +9,29 @@ import Synchronization
 // interactive task waits behind it: priority inversion. With escalation the lane runs
 // at the caller's band while it waits. Loaded samples alternate escalation on and off
 // (LANEPOOL_SYNC_NO_ESCALATION) so both halves see the same load.
+// Two more shapes of the same wait (docs/priorities.md, "Whose band"):
+//  - chain: the interactive task queues a task on a utility lane that queues 1 ms on the
+//    background lane and syncs onto it for 1 ms, then syncs onto the utility lane behind
+//    it: the utility task began its wait before the interactive caller arrived, so the
+//    boost reaches the background lane only if the chain is walked again.
+//  - inline borrow: a thread of the background band syncs onto an idle utility lane and
+//    runs its 1 ms closure inline, on its own thread; the interactive task then syncs
+//    onto that lane and waits for the closure.
 
-/// The inversion row's figures.
+/// One shape's figures.
+struct InversionShape: Codable {
+  var idle: Percentiles
+  var loadedWithout: Percentiles
+  var loadedWith: Percentiles
+  enum CodingKeys: String, CodingKey {
+    case idle
+    case loadedWithout = "loaded_without_escalation"
+    case loadedWith = "loaded_with_escalation"
+  }
+}
+
+/// The inversion row's figures: the direct shape at the top level (as before), the
+/// others by name.
 struct InversionResult: Codable {
   /// No load, escalation on (the figure to compare against).
   var idle: Percentiles
@@ -18,10 +39,12 @@ struct InversionResult: Codable {
   var loadedWithout: Percentiles
   /// The same load, escalation on.
   var loadedWith: Percentiles
+  /// "chain", "inline borrow".
+  var shapes: [String: InversionShape]
   /// Default-band load tasks (2 ms each) done per second during the loaded samples.
   var defaultTasksPerSecond: Double
   enum CodingKeys: String, CodingKey {
-    case idle
+    case idle, shapes
     case loadedWithout = "loaded_without_escalation"
     case loadedWith = "loaded_with_escalation"
     case defaultTasksPerSecond = "default_per_s"
@@ -63,6 +86,7 @@ private let inversionLoad: lanepool_fn = { _ in
 
 private struct InversionProbe {
   var background: OpaquePointer?
+  var utility: OpaquePointer?
   var flags: UInt32
   var waitedNs: UInt64
 }
@@ -76,23 +100,109 @@ private let inversionSample: lanepool_fn = { ctx in
   p.pointee.waitedNs = now() - t0
 }
 
+/// The chain's utility task: the direct shape's wait, from the utility lane.
+private let inversionChainMiddle: lanepool_fn = { ctx in
+  let p = ctx!.assumingMemoryBound(to: InversionProbe.self)
+  _ = lanepool_lane_async(p.pointee.background, inversionWork, nil)
+  _ = lanepool_lane_sync_flags(p.pointee.background, inversionWork, nil, p.pointee.flags)
+}
+
+private let inversionNothing: lanepool_fn = { _ in }
+
+/// Runs on the userInteractive lane: the utility task queued, then a sync behind it.
+private let inversionChainSample: lanepool_fn = { ctx in
+  let p = ctx!.assumingMemoryBound(to: InversionProbe.self)
+  let t0 = now()
+  _ = lanepool_lane_async(p.pointee.utility, inversionChainMiddle, ctx)
+  _ = lanepool_lane_sync_flags(p.pointee.utility, inversionNothing, nil, p.pointee.flags)
+  p.pointee.waitedNs = now() - t0
+}
+
+/// The inline borrower: a thread entered in the background band that, on each signal,
+/// syncs onto the (idle) utility lane with a 1 ms closure, which runs on this thread.
+private final class Borrower: @unchecked Sendable {
+  let lane: OpaquePointer?
+  let go = DispatchSemaphore(value: 0)
+  let started = Atomic<Int>(0)
+  let finished = Atomic<Int>(0)
+  let stop = Atomic<Bool>(false)
+  init(lane: OpaquePointer?) { self.lane = lane }
+  func run() {
+    var token = lanepool_band_token_t()
+    token.struct_size = UInt32(MemoryLayout<lanepool_band_token_t>.size)
+    _ = lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &token)
+    while true {
+      go.wait()
+      if stop.load(ordering: .acquiring) { break }
+      _ = lanepool_lane_sync(lane, borrowedWork, Unmanaged.passUnretained(self).toOpaque())
+      finished.add(1, ordering: .releasing)
+    }
+    _ = lanepool_thread_restore(&token)
+  }
+}
+
+private let borrowedWork: lanepool_fn = { ctx in
+  let b = Unmanaged<Borrower>.fromOpaque(ctx!).takeUnretainedValue()
+  b.started.add(1, ordering: .releasing)
+  burnCPU(ns: 1_000_000)
+}
+
+private struct BorrowProbe {
+  var borrower: Unmanaged<Borrower>
+  var flags: UInt32
+  var waitedNs: UInt64
+}
+
+/// Runs on the userInteractive lane: once the borrower's closure runs, a sync behind it.
+private let inversionBorrowSample: lanepool_fn = { ctx in
+  let p = ctx!.assumingMemoryBound(to: BorrowProbe.self)
+  let b = p.pointee.borrower.takeUnretainedValue()
+  let before = b.started.load(ordering: .acquiring)
+  b.go.signal()
+  while b.started.load(ordering: .acquiring) == before {}
+  let t0 = now()
+  _ = lanepool_lane_sync_flags(b.lane, inversionNothing, nil, p.pointee.flags)
+  p.pointee.waitedNs = now() - t0
+  while b.finished.load(ordering: .acquiring) == before {}  // the next sample starts idle
+}
+
 func runInversion(samples: Int) -> InversionResult {
   let pool = makeCPool("benchinv")
   defer { _ = lanepool_destroy(pool) }
   var ui: OpaquePointer?
   var bg: OpaquePointer?
+  var ut: OpaquePointer?
   _ = lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, 0, &ui)
   _ = lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &bg)
-  var probe = InversionProbe(background: bg, flags: 0, waitedNs: 0)
-  /// One sample; the outer sync runs on the interactive lane's own thread.
-  func sample(escalate: Bool) -> UInt64 {
-    probe.flags = escalate ? 0 : UInt32(LANEPOOL_SYNC_NO_ESCALATION)
-    _ = lanepool_lane_sync_flags(ui, inversionSample, &probe, UInt32(LANEPOOL_SYNC_QUEUED))
-    usleep(1000)
-    return probe.waitedNs
+  _ = lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, 0, &ut)
+  let borrower = Borrower(lane: ut)
+  let borrowerDone = DispatchSemaphore(value: 0)
+  Thread.detachNewThread {
+    borrower.run()
+    borrowerDone.signal()
   }
-  for _ in 0..<10 { _ = sample(escalate: true) }  // warm-up
-  let idle = (0..<samples).map { _ in sample(escalate: true) }
+  var probe = InversionProbe(background: bg, utility: ut, flags: 0, waitedNs: 0)
+  var borrow = BorrowProbe(borrower: Unmanaged.passUnretained(borrower), flags: 0, waitedNs: 0)
+  /// One sample of a shape; the outer sync runs on the interactive lane's own thread.
+  func sample(_ shape: Int, escalate: Bool) -> UInt64 {
+    let flags = escalate ? 0 : UInt32(LANEPOOL_SYNC_NO_ESCALATION)
+    switch shape {
+    case 0, 1:
+      probe.flags = flags
+      _ = lanepool_lane_sync_flags(
+        ui, shape == 0 ? inversionSample : inversionChainSample, &probe, UInt32(LANEPOOL_SYNC_QUEUED))
+      usleep(1000)
+      return probe.waitedNs
+    default:
+      borrow.flags = flags
+      _ = lanepool_lane_sync_flags(ui, inversionBorrowSample, &borrow, UInt32(LANEPOOL_SYNC_QUEUED))
+      usleep(1000)
+      return borrow.waitedNs
+    }
+  }
+  let shapes = 0..<3
+  for s in shapes { for _ in 0..<10 { _ = sample(s, escalate: true) } }  // warm-up
+  let idle = shapes.map { s in (0..<samples).map { _ in sample(s, escalate: true) } }
 
   // Load: one chain per default lane, one lane per CPU: every CPU busy at nice 0.
   inversionLoadRunning.store(true, ordering: .relaxed)
@@ -103,17 +213,26 @@ func runInversion(samples: Int) -> InversionResult {
     if lanepool_lane_async(lane, inversionLoad, nil) != 0 { inversionLoadLive.subtract(1, ordering: .relaxed) }
   }
   usleep(20_000)
-  var without: [UInt64] = []
-  var with: [UInt64] = []
+  var without: [[UInt64]] = [[], [], []]
+  var with: [[UInt64]] = [[], [], []]
   let doneBefore = inversionLoadDone.load(ordering: .relaxed)
   let t0 = now()
   for i in 0..<(2 * samples) {
-    if i % 2 == 0 { without.append(sample(escalate: false)) } else { with.append(sample(escalate: true)) }
+    for s in shapes {
+      if i % 2 == 0 { without[s].append(sample(s, escalate: false)) } else { with[s].append(sample(s, escalate: true)) }
+    }
   }
   let perSecond = Double(inversionLoadDone.load(ordering: .relaxed) - doneBefore) / (Double(now() - t0) / 1e9)
   inversionLoadRunning.store(false, ordering: .relaxed)
   while inversionLoadLive.load(ordering: .relaxed) > 0 { usleep(1000) }
+  borrower.stop.store(true, ordering: .releasing)
+  borrower.go.signal()
+  borrowerDone.wait()
+  func shape(_ s: Int) -> InversionShape {
+    InversionShape(
+      idle: Percentiles(ns: idle[s]), loadedWithout: Percentiles(ns: without[s]), loadedWith: Percentiles(ns: with[s]))
+  }
   return InversionResult(
-    idle: Percentiles(ns: idle), loadedWithout: Percentiles(ns: without), loadedWith: Percentiles(ns: with),
-    defaultTasksPerSecond: perSecond)
+    idle: Percentiles(ns: idle[0]), loadedWithout: Percentiles(ns: without[0]), loadedWith: Percentiles(ns: with[0]),
+    shapes: ["chain": shape(1), "inline borrow": shape(2)], defaultTasksPerSecond: perSecond)
 }
