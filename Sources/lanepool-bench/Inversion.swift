@@ -11,9 +11,9 @@ import Synchronization
 // (LANEPOOL_SYNC_NO_ESCALATION) so both halves see the same load.
 // Two more shapes of the same wait (docs/priorities.md, "Whose band"):
 //  - chain: the interactive task queues a task on a utility lane that queues 1 ms on the
-//    background lane and syncs onto it for 1 ms, then syncs onto the utility lane behind
-//    it: the utility task began its wait before the interactive caller arrived, so the
-//    boost reaches the background lane only if the chain is walked again.
+//    background lane and syncs onto it for 1 ms, then, once that task waits (and 300 us
+//    more), syncs onto the utility lane behind it: the boost reaches the background lane
+//    only if the chain is walked again.
 //  - inline borrow: a thread of the background band syncs onto an idle utility lane and
 //    runs its 1 ms closure inline, on its own thread; the interactive task then syncs
 //    onto that lane and waits for the closure.
@@ -100,10 +100,13 @@ private let inversionSample: lanepool_fn = { ctx in
   p.pointee.waitedNs = now() - t0
 }
 
+private let chainMiddleWaits = Atomic<Int>(0)
+
 /// The chain's utility task: the direct shape's wait, from the utility lane.
 private let inversionChainMiddle: lanepool_fn = { ctx in
   let p = ctx!.assumingMemoryBound(to: InversionProbe.self)
   _ = lanepool_lane_async(p.pointee.background, inversionWork, nil)
+  chainMiddleWaits.add(1, ordering: .releasing)
   _ = lanepool_lane_sync_flags(p.pointee.background, inversionWork, nil, p.pointee.flags)
 }
 
@@ -113,7 +116,12 @@ private let inversionNothing: lanepool_fn = { _ in }
 private let inversionChainSample: lanepool_fn = { ctx in
   let p = ctx!.assumingMemoryBound(to: InversionProbe.self)
   let t0 = now()
+  let before = chainMiddleWaits.load(ordering: .acquiring)
   _ = lanepool_lane_async(p.pointee.utility, inversionChainMiddle, ctx)
+  // Arrive once the utility task waits on the background lane (its sync is queued within
+  // microseconds of the count), so the boost must walk the chain again to reach it.
+  while chainMiddleWaits.load(ordering: .acquiring) == before {}
+  usleep(300)
   _ = lanepool_lane_sync_flags(p.pointee.utility, inversionNothing, nil, p.pointee.flags)
   p.pointee.waitedNs = now() - t0
 }
@@ -217,8 +225,10 @@ func runInversion(samples: Int) -> InversionResult {
   var with: [[UInt64]] = [[], [], []]
   let doneBefore = inversionLoadDone.load(ordering: .relaxed)
   let t0 = now()
-  for i in 0..<(2 * samples) {
-    for s in shapes {
+  // Shape by shape: a boosted sample leaves the kernel's lag of the boosted thread scaled
+  // to its weight then, which a following sample of another shape would inherit.
+  for s in shapes {
+    for i in 0..<(2 * samples) {
       if i % 2 == 0 { without[s].append(sample(s, escalate: false)) } else { with[s].append(sample(s, escalate: true)) }
     }
   }
