@@ -1,11 +1,12 @@
-// demo-server --offload lanepool|gcd|executor [--loops-band userInitiated|...] [--port N]
+// demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
 // offload differs: LanePool bands (lane.run), DispatchQueue.global(qos:), or
 // `executor`: LanePool installed as the process's default executor (experimental), the
 // work in a Task whose priority picks the band, and Hummingbird's own handler tasks on
-// lanes too. `--loops-band` gives SwiftNIO's event-loop threads (Hummingbird's, the
+// lanes too; `task`: the same code as `executor` on Swift's own executor (its natural
+// peer). `--loops-band` gives SwiftNIO's event-loop threads (Hummingbird's, the
 // singleton group) a LanePool band's treatment (LanePool.ThreadBand: nice, policy, I/O
 // priority, timer slack), since the HTTP path waits for those threads.
 import Dispatch
@@ -17,7 +18,7 @@ import NIOPosix
 // Before anything touches Swift concurrency (see LanePool.installAsDefaultExecutor).
 if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExecutor() }
 
-enum Offload: String, Sendable { case lanepool, gcd, executor }
+enum Offload: String, Sendable { case lanepool, gcd, executor, task }
 
 enum Options {
   static let parsed: (offload: Offload, port: Int, loopsBand: LanePool.QoS?) = {
@@ -27,7 +28,13 @@ enum Options {
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
       switch a {
-      case "--offload": offload = Offload(rawValue: args.next() ?? "") ?? .lanepool
+      case "--offload":
+        let name = args.next() ?? ""
+        guard let o = Offload(rawValue: name) else {
+          print("demo-server: unknown offload '\(name)' (lanepool, gcd, executor, task)")
+          exit(2)
+        }
+        offload = o
       case "--port": port = Int(args.next() ?? "") ?? port
       case "--loops-band":
         let name = args.next() ?? ""
@@ -37,7 +44,7 @@ enum Options {
         }
         loopsBand = qos
       default:
-        print("usage: demo-server --offload lanepool|gcd|executor [--loops-band QOS] [--port N]")
+        print("usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N]")
         exit(2)
       }
     }
@@ -78,7 +85,7 @@ func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
   switch Options.parsed.offload {
   case .lanepool: h = try await LanePool.default.run(qos: qos) { work(rounds: rounds) }
   case .gcd: h = await onGCD(qos == .userInteractive ? .userInteractive : .background) { work(rounds: rounds) }
-  case .executor:
+  case .executor, .task:  // the same code; only the executor under it differs
     // 33: userInteractive (TaskPriority has no name for it on Linux)
     let priority = qos == .userInteractive ? TaskPriority(rawValue: 33) : .background
     h = await Task(priority: priority) { work(rounds: rounds) }.value
