@@ -398,7 +398,8 @@ static uint32_t wanted_band(lanepool_lane_t *lane) {
 
 void lanepool__chain_listen(lanepool__sync *s) { /* (links_used is 0) */
   for (const lanepool__held *h = s->chain; h && s->links_used < LANEPOOL__CHAIN_LINKS; h = h->up) {
-    if (!h->lane) continue;
+    /* (A fork child's copy of a lane: its lock may be a parent thread's, held.) */
+    if (!h->lane || lanepool__forked(h->lane->generation)) continue;
     lanepool__chain_link *k = &s->links[s->links_used++];
     k->sync = s;
     k->lane = (lanepool_lane_t *)h->lane;
@@ -424,11 +425,11 @@ static void tell_chain(lanepool_lane_t *lane) {
   for (lanepool__chain_link *k = lane->chain_waiters; k; k = k->next) {
     lanepool__sync *s = k->sync;
     uint32_t pending = 0;
-    if (!atomic_compare_exchange_strong_explicit(&s->state, &pending, LANEPOOL__SYNC_REWALK,
-                                                 memory_order_seq_cst, memory_order_relaxed))
-      continue; /* answered, or told already */
-    lanepool__futex_wake(&s->state, 1);
-    lanepool__wake_helpers(s->lane);
+    /* seq_cst both ways: against the boost_band store before it and the waiter's CAS back
+     * to 0 and its loads of boost_band (else a tell that saw a tell's 3 could be lost). */
+    if (atomic_compare_exchange_strong_explicit(&s->state, &pending, LANEPOOL__SYNC_REWALK,
+                                                memory_order_seq_cst, memory_order_seq_cst))
+      lanepool__futex_wake(&s->state, 1); /* (a listed waiter holds a lane: it never helps) */
   }
 }
 
@@ -442,7 +443,7 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
     /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
      * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
-    atomic_store_explicit(&lane->boost_band, want, memory_order_relaxed);
+    atomic_store_explicit(&lane->boost_band, want, memory_order_seq_cst); /* (tell_chain) */
     LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
     tell_chain(lane);
   }

@@ -158,8 +158,8 @@ int lanepool__waiter_band(void) {
   uint32_t b = home ? home->band : lanepool__thread_band ? (uint32_t)lanepool__thread_band - 1 : 2;
   for (const lanepool__held *h = lanepool__held_now; h; h = h->up) {
     if (!h->lane) continue;
-    uint32_t lb =
-        atomic_load_explicit(&((lanepool_lane_t *)h->lane)->boost_band, memory_order_relaxed);
+    uint32_t lb = atomic_load_explicit(&((lanepool_lane_t *)h->lane)->boost_band,
+                                       memory_order_seq_cst); /* (band.c, tell_chain) */
     if (h->lane->band < lb) lb = h->lane->band;
     if (lb < b) b = lb;
   }

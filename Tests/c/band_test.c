@@ -17,6 +17,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -759,6 +760,76 @@ static void test_chain_rewalked(bool by_sync) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- a fork child's queued sync from a task: the chain it holds is the parent's, whose
+ * boost_lock a parent thread may hold at the fork; the child never takes it ---- */
+
+static struct {
+  lanepool_lane_t *ut;
+  _Atomic int armed, holding, release;
+  int status;
+} fk;
+
+static void hold_at_boost_apply(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)arg;
+  if (strcmp(point, "boost_apply") || lane != fk.ut || !atomic_exchange(&fk.armed, 0)) return;
+  atomic_store(&fk.holding, 1); /* under the lane's boost_lock */
+  while (!atomic_load(&fk.release)) usleep(1000);
+}
+
+static void *boost_once(void *arg) {
+  (void)arg;
+  lanepool_boost_t b;
+  lanepool_lane_boost_begin(fk.ut, LANEPOOL_QOS_USER_INTERACTIVE, &b);
+  lanepool_lane_boost_end(&b);
+  return NULL;
+}
+
+static void child_task(void *ctx) { (void)ctx; }
+
+static void fork_and_sync(void *ctx) {
+  (void)ctx;
+  while (!atomic_load(&fk.holding)) usleep(1000);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGALRM);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* a lane thread's copy blocks it */
+    alarm(10);
+    lanepool_config_t cfg;
+    lanepool_config_init(&cfg);
+    cfg.name = "esc17c";
+    cfg.lanes_per_band = 1;
+    lanepool_t *p2 = NULL;
+    if (lanepool_create(&cfg, &p2)) _exit(20);
+    int rc = lanepool_lane_sync_flags(lane_of(p2, LANEPOOL_QOS_BACKGROUND), child_task, NULL,
+                                      LANEPOOL_SYNC_QUEUED);
+    _exit(rc == 0 ? 0 : 21);
+  }
+  waitpid(pid, &fk.status, 0);
+  atomic_store(&fk.release, 1);
+}
+
+static void test_chain_in_fork_child(void) {
+  current_test = "chain_in_fork_child";
+  lanepool_t *pool = escalation_pool("esc17");
+  fk.ut = lane_of(pool, LANEPOOL_QOS_UTILITY);
+  atomic_store(&fk.armed, 1);
+  atomic_store(&fk.holding, 0);
+  atomic_store(&fk.release, 0);
+  fk.status = -1;
+  atomic_store(&lanepool__test_point, hold_at_boost_apply);
+  pthread_t th;
+  CHECK_RC(pthread_create(&th, NULL, boost_once, NULL), 0);
+  CHECK_RC(lanepool_lane_async(fk.ut, fork_and_sync, NULL), 0);
+  pthread_join(th, NULL);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  atomic_store(&lanepool__test_point, NULL);
+  CHECK(WIFEXITED(fk.status) && WEXITSTATUS(fk.status) == 0); /* not SIGALRM: no hang */
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- case 6: a real-time boost leaves the lane's timer slack as its band set it (Linux
  * zeroes it on entering SCHED_FIFO and gives the thread's default back on leaving) ---- */
 
@@ -1357,6 +1428,7 @@ static void run_suite(void) {
   test_chain_rewalked(true);
   test_chain_rewalked(false);
   test_realtime_boost_keeps_slack();
+  test_chain_in_fork_child();
   test_restore_keeps_reset_on_fork();
   test_restore_in_fork_child();
   test_boost_after_the_thread_left();

@@ -16,6 +16,25 @@
  * take that lane's exclusion and run its queue). Pool: one lane per band and its rescue
  * thread, rings of 2 (a third queued task goes to an overflow list; the band queue's
  * ring is as small), no spinning.
+ * Escalation's chain (band.c, "the chain"; sync.c, rewalk): lane B is the utility lane,
+ * C the background one, A the default one. chain: a gate task on C that passes the turn
+ * twice, then a task on B that makes a queued sync onto C (it boosts C to utility and is
+ * listed on B). chain2: a task on B whose queued sync onto C runs a closure that makes a
+ * queued sync onto A (listed on C and on B: two hops). boost-b: lanepool_lane_boost_begin
+ * (B, userInteractive), two points, lanepool_lane_boost_end. sync-b: a queued sync onto B
+ * from the (default-band) scenario thread. Either changes B's band while the chain waits:
+ * the waiter is told and moves its boost, racing C's answer and a stop. Every run checks,
+ * right before its pool is freed (the AT_FREE point; every lane joined, every call out),
+ * that every lane's boost_waiting counts are 0, its boost_band its own band and its
+ * chain_waiters list empty.
+ * band.c has no injection point, so a boost, a tell and a rewalk each run within one
+ * turn (the waiter, woken by a tell, resumes at its futex's AT_RESUME). Built with
+ * -DSCHED_WRAP_BOOST_LOCK -Wl,--wrap=pthread_mutex_lock -Wl,--wrap=pthread_mutex_unlock,
+ * a point precedes every take of a lane's boost_lock by a thread that holds no other
+ * lock: between a sync's answer leaving its boost and storing its state, a rewalk's
+ * ticket swap and its drop of the old count, a boost count's change and its update, a
+ * listing and the band read. (Not between rewalk's read of its ticket and its CAS: that
+ * window, the CAS that loses to the answer, only real concurrency reaches.)
  * Each run checks: every accepted task ran or was handed to the discard callback,
  * exactly once, a refused one neither; a sync that returned 0 ran once, one that
  * returned an error never; every return code is one the API documents; the run ends
@@ -72,10 +91,15 @@ enum {
   OP_DESTROY,
   OP_STUCK,
   OP_ORPHAN,
+  OP_CHAIN,
+  OP_CHAIN2,
+  OP_BOOST_B,
+  OP_SYNC_B,
   OP_NONE = -1
 };
 static const char *const op_names[] = {"async", "sync",   "after",   "follow", "timer-from-task",
-                                       "drain", "cancel", "destroy", "stuck",  "orphan"};
+                                       "drain", "cancel", "destroy", "stuck",  "orphan",
+                                       "chain", "chain2", "boost-b", "sync-b"};
 
 typedef struct {
   int ops[3];
@@ -130,6 +154,23 @@ static const scenario scenarios[] = {
     {{OP_ORPHAN, OP_ASYNC, OP_DRAIN}, NULL},
     {{OP_SYNC, OP_FOLLOW, OP_DRAIN}, NULL},
     {{OP_SYNC, OP_SYNC, OP_CANCEL}, NULL},
+    /* Escalation's chain re-walked: a task on B waits on C while B's band changes, against
+     * C's answer and every stop (no destroy with boost-b: an end after destroy returned
+     * would be the caller's error). */
+    {{OP_CHAIN, OP_BOOST_B, OP_NONE}, NULL},
+    {{OP_CHAIN, OP_SYNC_B, OP_NONE}, NULL},
+    {{OP_CHAIN, OP_CANCEL, OP_NONE}, NULL},
+    {{OP_CHAIN, OP_DESTROY, OP_NONE}, NULL},
+    {{OP_CHAIN, OP_BOOST_B, OP_SYNC_B}, NULL},
+    {{OP_CHAIN, OP_BOOST_B, OP_DRAIN}, NULL},
+    {{OP_CHAIN, OP_BOOST_B, OP_CANCEL}, NULL},
+    {{OP_CHAIN, OP_SYNC_B, OP_DRAIN}, NULL},
+    {{OP_CHAIN, OP_SYNC_B, OP_CANCEL}, NULL},
+    {{OP_CHAIN, OP_SYNC_B, OP_DESTROY}, NULL},
+    {{OP_CHAIN2, OP_BOOST_B, OP_NONE}, NULL},
+    {{OP_CHAIN2, OP_SYNC_B, OP_NONE}, NULL},
+    {{OP_CHAIN2, OP_BOOST_B, OP_CANCEL}, NULL},
+    {{OP_CHAIN2, OP_SYNC_B, OP_DESTROY}, NULL},
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
@@ -158,8 +199,10 @@ static bool is_sync[MAX_IDS];
 static _Atomic int entered[3];
 static int op_rc[3], op_rc2[3];
 static lanepool_t *pool;
-static lanepool_lane_t *lane_a, *lane_b;
+static lanepool_lane_t *lane_a, *lane_b, *lane_c;
 static const scenario *running;
+/* What the check before the pool's free found (escalation left behind), or "". */
+static char boost_fail[200];
 
 static void *id_ctx(int id) { return (void *)(intptr_t)(id + 1); }
 static int ctx_id(void *ctx) { return (int)(intptr_t)ctx - 1; }
@@ -213,6 +256,104 @@ static void orphan_fn(void *ctx) {
   atomic_store(&accepted[id + 1], 1);
   while (!atomic_load(&ran[id + 1]) && !atomic_load(&cancel_begun)) sched_point(LANEPOOL__AT_SPIN);
 }
+
+/* ---- escalation's chain: B = lane_b (utility), C = lane_c (background), A = lane_a ---- */
+
+/* A task (or a sync's closure) that passes the turn twice: the lane it runs on is busy. */
+static void busy_fn(void *ctx) {
+  atomic_fetch_add(&ran[ctx_id(ctx)], 1);
+  sched_point(LANEPOOL__AT_STATE);
+  sched_point(LANEPOOL__AT_STATE);
+}
+
+/* OP_CHAIN: the task on B; its queued sync onto C (behind the gate) boosts C to B's band
+ * and lists the waiter on B. A refused or cancelled sync never ran its closure. */
+static void chain_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  sched_point(LANEPOOL__AT_STATE);
+  is_sync[id + 1] = true;
+  sync_rc[id + 1] = lanepool_lane_sync_flags(lane_c, busy_fn, id_ctx(id + 1), LANEPOOL_SYNC_QUEUED);
+}
+
+/* OP_CHAIN2's closure on C: it holds C and, through its caller's record, B; its queued
+ * sync onto A boosts A only once B (hence C) runs above A's band. */
+static void chain2_mid_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  sched_point(LANEPOOL__AT_STATE);
+  is_sync[id + 1] = true;
+  sync_rc[id + 1] = lanepool_lane_sync_flags(lane_a, busy_fn, id_ctx(id + 1), LANEPOOL_SYNC_QUEUED);
+}
+
+static void chain2_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  sched_point(LANEPOOL__AT_STATE);
+  is_sync[id + 1] = true;
+  sync_rc[id + 1] =
+      lanepool_lane_sync_flags(lane_c, chain2_mid_fn, id_ctx(id + 1), LANEPOOL_SYNC_QUEUED);
+}
+
+/* The check before the pool is freed (the AT_FREE point, reached by whoever destroys it:
+ * every lane joined, every call out): no escalation is left on any lane. */
+static void free_hook(int point, void *arg) {
+  (void)arg;
+  if (point != LANEPOOL__AT_FREE || !pool || boost_fail[0]) return;
+  uint32_t total = lanepool__lane_total(pool);
+  for (uint32_t i = 0; i < total; i++) {
+    lanepool_lane_t *l = pool->lanes[i];
+    uint32_t held = 0;
+    for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) held += atomic_load(&l->boost_waiting[b]);
+    uint32_t band = atomic_load(&l->boost_band);
+    if (held || band != l->band || l->chain_waiters) {
+      snprintf(boost_fail, sizeof boost_fail,
+               "escalation left on lane %s: %u waiting, band %u (own %u), chain_waiters %p",
+               l->name, held, band, l->band, (void *)l->chain_waiters);
+      return;
+    }
+  }
+}
+
+#ifdef SCHED_WRAP_BOOST_LOCK
+/* A point before every take of a lane's boost_lock (see the top), by a thread that holds
+ * no other lock taken through pthread_mutex_lock (the count is this thread's). */
+static pthread_mutex_t *_Atomic boost_locks[4 * LANEPOOL_BAND_COUNT];
+static _Atomic uint32_t boost_lock_count;
+static __thread int locks_held;
+int __real_pthread_mutex_lock(pthread_mutex_t *mu);
+int __real_pthread_mutex_unlock(pthread_mutex_t *mu);
+
+static bool is_boost_lock(pthread_mutex_t *mu) {
+  uint32_t n = atomic_load(&boost_lock_count);
+  for (uint32_t i = 0; i < n; i++)
+    if (atomic_load(&boost_locks[i]) == mu) return true;
+  return false;
+}
+
+int __wrap_pthread_mutex_lock(pthread_mutex_t *mu) {
+  if (locks_held == 0 && is_boost_lock(mu)) sched_point(LANEPOOL__AT_STATE);
+  int rc = __real_pthread_mutex_lock(mu);
+  if (rc == 0) locks_held++;
+  return rc;
+}
+
+int __wrap_pthread_mutex_unlock(pthread_mutex_t *mu) {
+  locks_held--;
+  return __real_pthread_mutex_unlock(mu);
+}
+
+static void note_boost_locks(lanepool_t *p) {
+  atomic_store(&boost_lock_count, 0);
+  uint32_t total = lanepool__lane_total(p);
+  for (uint32_t i = 0; i < total && i < 4 * LANEPOOL_BAND_COUNT; i++) {
+    atomic_store(&boost_locks[i], &p->lanes[i]->boost_lock);
+    atomic_store(&boost_lock_count, i + 1);
+  }
+}
+#else
+static void note_boost_locks(lanepool_t *p) { (void)p; }
+#endif
 
 static void discard_fn(lanepool_fn fn, void *ctx, void *arg) {
   (void)fn;
@@ -274,6 +415,33 @@ static void *op_thread(void *p) {
     atomic_store(&entered[idx], 1);
     op_rc[idx] = lanepool_async(pool, LANEPOOL_QOS_DEFAULT, orphan_fn, id_ctx(id));
     if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_CHAIN: /* the gate on C first, so that the chain's sync finds C busy */
+    if (lanepool_lane_async(lane_c, busy_fn, id_ctx(id + 2)) == 0)
+      atomic_store(&accepted[id + 2], 1);
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_lane_async(lane_b, chain_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_CHAIN2:
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_lane_async(lane_b, chain2_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_BOOST_B: {
+    lanepool_boost_t b;
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_lane_boost_begin(lane_b, LANEPOOL_QOS_USER_INTERACTIVE, &b);
+    sched_point(LANEPOOL__AT_STATE);
+    sched_point(LANEPOOL__AT_STATE);
+    op_rc2[idx] = op_rc[idx] ? 0 : lanepool_lane_boost_end(&b);
+    break;
+  }
+  case OP_SYNC_B:
+    is_sync[id] = true;
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = sync_rc[id] =
+        lanepool_lane_sync_flags(lane_b, task_fn, id_ctx(id), LANEPOOL_SYNC_QUEUED);
     break;
   case OP_DESTROY:
     op_rc[idx] = lanepool_destroy(pool);
@@ -388,10 +556,16 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     case OP_FOLLOW:
     case OP_FOLLOW_AFTER:
     case OP_STUCK:
+    case OP_CHAIN:
+    case OP_CHAIN2:
       ok = rc_in(rc, 0, ESHUTDOWN, 0);
       break;
     case OP_SYNC:
+    case OP_SYNC_B:
       ok = rc_in(rc, 0, ESHUTDOWN, ECANCELED);
+      break;
+    case OP_BOOST_B:
+      ok = rc == 0 && op_rc2[i] == 0;
       break;
     case OP_DRAIN:
     case OP_CANCEL:
@@ -417,6 +591,7 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     int r = atomic_load(&ran[id]), d = atomic_load(&discarded[id]), a = atomic_load(&accepted[id]);
     const char *bad = NULL;
     if (is_sync[id]) {
+      if (!rc_in(sync_rc[id], 0, ESHUTDOWN, ECANCELED)) bad = "a sync with an undocumented code";
       if (sync_rc[id] == 0 && (r != 1 || d != 0)) bad = "a sync that returned 0";
       if (sync_rc[id] != 0 && (r != 0 || d != 0)) bad = "a sync that returned an error";
     } else if (a && r + d != 1) {
@@ -429,6 +604,10 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
                id / IDS_PER_OP, r, d);
       return false;
     }
+  }
+  if (boost_fail[0]) {
+    snprintf(why, cap, "%s", boost_fail);
+    return false;
   }
   return true;
 }
@@ -460,12 +639,15 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
     op_rc[i] = op_rc2[i] = 0;
   }
   atomic_store(&cancel_begun, 0);
+  boost_fail[0] = '\0';
   running = sc;
   alarm(hang_cap_s);
   pool = make_pool();
   if (lanepool_get_lane(pool, LANEPOOL_QOS_DEFAULT, 0, &lane_a) ||
-      lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, 0, &lane_b))
+      lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, 0, &lane_b) ||
+      lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &lane_c))
     abort();
+  note_boost_locks(pool);
   wait_pool_quiet(pool);
   sched_begin(seed, st, 3, pct_steps, (uint32_t)n, watchdog_us);
   pthread_t t[3];
@@ -574,6 +756,7 @@ int main(int argc, char **argv) {
    * membarrier registration): not inside a scheduled run. */
   lanepool_t *warm = make_pool();
   if (lanepool_destroy(warm)) abort();
+  lanepool__inject_set_hook(free_hook, NULL); /* after the warm-up: `pool` is a run's */
 
   int matched = 0;
   uint64_t total_runs = 0, total_fallbacks = 0;
