@@ -63,10 +63,9 @@ typedef struct lanepool__timer_entry {
 /* Intake modes, shared by a lane's overflow list and the timer facility. */
 enum { LANEPOOL__OPEN = 0, LANEPOOL__INTAKE_OWN_ONLY = 1, LANEPOOL__INTAKE_CLOSED = 2 };
 
-/* The pool's timer facility. Every field: [lock], except the two counters, which are
- * written under the lock and read without it by the drain scan [atomic: release
- * stores, acquire loads]. A due timer is pushed into its lane while `lock` is held,
- * so a timer is always either in the heap (cancellable) or in a lane (queued). */
+/* The pool's timer facility (timer.c). Every field: [lock], except the two counters,
+ * which are written under the lock and read without it by the drain scan [atomic:
+ * release stores, acquire loads]. */
 typedef struct lanepool__timers {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* CLOCK_MONOTONIC */
@@ -80,13 +79,10 @@ typedef struct lanepool__timers {
   _Atomic uint64_t done;  /* timers pushed into a lane, or cancelled by their owner */
 } lanepool__timers;
 
-/* An overflow list (spill.c): where a ring's producers go once it is full (not with
- * hard capacity), a growing circular buffer under a mutex. A lane's (its lane-bound
- * work, FIFO: once the list is non-empty every producer appends here until it is
- * empty) and a band's (its band work). Every field [lock], except the counters, which
- * are written under the lock and read without it: count [atomic: seq_cst store, so
- * the unlocked checks of the wake-up pairs can read it], in [release; acquire by the
- * drain scan], overflowed [relaxed; statistics]. */
+/* An overflow list (spill.c), a growing circular buffer under a mutex. Every field
+ * [lock], except the counters, which are written under the lock and read without it:
+ * count [atomic: seq_cst store, so the unlocked checks of the wake-up pairs can read
+ * it], in [release; acquire by the drain scan], overflowed [relaxed; statistics]. */
 typedef struct lanepool__spill {
   pthread_mutex_t lock;
   _Atomic uint64_t count;      /* tasks in the list */
@@ -237,15 +233,11 @@ struct lanepool_lane {
   struct lanepool__chain_link *chain_waiters; /* [boost_lock] */
 };
 
-/* The pool's life: its states, and every transition, are lifecycle.c's (drawn there
- * and in docs/architecture.md, "Life cycle"). Every transition is a CAS from one
- * expected state to a larger value: the state word never moves back.
- *   OPEN -> DRAINING -> CLOSING -> JOINED -> DESTROYED
- *   OPEN -> CANCELLING -> JOINED
- *   DRAINING -> CANCELLING   (a cancel escalates a drain that has not committed)
- * Lower layers only ask (lanepool__life_* below) and report events
- * (lanepool__drain_idle). model/lifecycle.pml models it; model/check-names checks
- * that its names and values agree with these. */
+/* The pool's life: its states, and every transition (a CAS to a larger value: the word
+ * never moves back), are lifecycle.c's, drawn there and in docs/architecture.md, "Life
+ * cycle". Lower layers only ask (lanepool__life_* below) and report events
+ * (lanepool__drain_idle). model/lifecycle.pml models it; model/check-lifecycle-names
+ * checks that its names and values agree with these. */
 enum {
   LANEPOOL__LIFE_OPEN = 0,
   LANEPOOL__LIFE_DRAINING = 1,
@@ -275,10 +267,8 @@ typedef struct lanepool__counter64 {
  * Every accepted band job is in one of `rings` or in `spill`, where every thread of the
  * band (its lanes' threads and its rescue thread) can take it. */
 typedef struct lanepool__band {
-  /* [once] one ring per lane of the band, each many-producer many-consumer
-   * (lanepool__ring_take): a producer pushes to one (a lane's thread to its own lane's),
-   * a thread takes from its own lane's first, then from the others. Shards, so that
-   * producers and takers do not all meet on one head and one tail. */
+  /* [once] one ring per lane of the band (shards: bandq.c), many-producer many-consumer
+   * (lanepool__ring_take). */
   lanepool__ring *rings;
   uint32_t shards;
   /* [once] per ring, the tail its lane's thread left after its last push into it from a
@@ -346,12 +336,11 @@ struct lanepool {
 
   /* round-robin counters, one cache line each. [atomic: relaxed] */
   lanepool__counter rr[LANEPOOL_BAND_COUNT];
-  /* Per band, a lane spinning idle, as its index + 1 (0: none). The pickers
-   * (lanepool_next_lane, lanepool__pick) hand it to one caller, who claims it with a
-   * CAS to 0: work then goes to a lane that is awake and watching its ring instead of
-   * waking a parked one. Published by the spinning lane, withdrawn by it (CAS of its
-   * own value to 0) when it stops. [atomic: relaxed; a hint: any lane is a correct
-   * pick, a stale one only costs the wake the hint meant to save] */
+  /* Per band, a lane spinning idle, as its index + 1 (0: none). lanepool_next_lane
+   * hands it to one caller, who claims it with a CAS to 0: work then goes to a lane that
+   * is awake and watching its ring instead of waking a parked one. Published by the
+   * spinning lane, withdrawn by it (CAS of its own value to 0) when it stops. [atomic:
+   * relaxed; a hint: any lane is a correct pick, a stale one only costs a wake] */
   lanepool__counter warm[LANEPOOL_BAND_COUNT];
 
   /* Per band, its queue of band work and its idle and spinning threads (bandq.c). */
@@ -507,7 +496,6 @@ extern pthread_mutex_t lanepool__registry_lock; /* held across fork() by pool.c 
 int lanepool__registry_add(lanepool_t *pool);
 void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
 void lanepool__pool_free(lanepool_t *pool);
-
 
 /* band.c: escalation. A waiter of band `band` (sync.c, lanepool__waiter_band) above the
  * lane's counts itself with lanepool__boost_join before its work is queued, calls
