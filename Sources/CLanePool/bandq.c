@@ -18,8 +18,7 @@
 
 int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity) {
   memset(band, 0, sizeof *band);
-  size_t bytes = (size_t)shards * capacity * sizeof(lanepool__slot);
-  bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+  size_t bytes = LANEPOOL__LINES((size_t)shards * capacity * sizeof(lanepool__slot));
   lanepool__slot *slots = lanepool__alloc_on_node(bytes, -1, &band->slots_numa_owned);
   band->rings = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->rings);
   band->next = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->next);

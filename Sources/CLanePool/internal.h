@@ -25,6 +25,9 @@
 
 typedef lanepool__ring_task lanepool__task;
 
+/* n bytes rounded up to whole cache lines. */
+#define LANEPOOL__LINES(n) (((n) + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1))
+
 /* What a lane asked the kernel for and got: written by the lane thread before it
  * signals `started`, read-only after (the creator's acquire of `started` pairs). */
 typedef struct lanepool__applied {

@@ -34,8 +34,7 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b) {
 lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t index,
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc) {
-  size_t lane_bytes =
-      (sizeof(lanepool_lane_t) + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+  size_t lane_bytes = LANEPOOL__LINES(sizeof(lanepool_lane_t));
   bool lane_numa = false, slots_numa = false;
   lanepool_lane_t *lane = lanepool__alloc_on_node(lane_bytes, where.node, &lane_numa);
   if (!lane) {
@@ -44,8 +43,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   }
   memset(lane, 0, sizeof *lane); /* every counter and word 0 (AWAKE, free), every pointer NULL */
   uint32_t cap = pool->ring_capacity;
-  size_t bytes = (size_t)cap * sizeof(lanepool__slot);
-  bytes = (bytes + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1);
+  size_t bytes = LANEPOOL__LINES((size_t)cap * sizeof(lanepool__slot));
   lanepool__slot *slots = lanepool__alloc_on_node(bytes, where.node, &slots_numa);
   if (!slots) {
     *rc = ENOMEM;

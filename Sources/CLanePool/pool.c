@@ -147,9 +147,7 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
 /* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
 static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
                               int *rc) {
-  lanepool_t *pool =
-      aligned_alloc(LANEPOOL__CACHE_LINE, (sizeof(lanepool_t) + LANEPOOL__CACHE_LINE - 1) &
-                                              ~(size_t)(LANEPOOL__CACHE_LINE - 1));
+  lanepool_t *pool = aligned_alloc(LANEPOOL__CACHE_LINE, LANEPOOL__LINES(sizeof(lanepool_t)));
   if (!pool) {
     *rc = ENOMEM;
     return NULL;
