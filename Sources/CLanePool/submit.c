@@ -10,27 +10,25 @@
 #include <errno.h>
 #include <time.h>
 
-int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  if (!lane || !fn) return EINVAL;
-  return lanepool__lane_push(lane, fn, ctx, NULL, false);
-}
-
 int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
   return lanepool__lane_push(lane, fn, ctx, NULL, (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
 }
 
-/* A two-argument task is stored as {fn, a, b}; b != NULL is what marks it (ring.h). */
-int lanepool_lane_async2(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b) {
-  if (!lane || !fn || !b) return EINVAL;
-  return lanepool__lane_push(lane, (lanepool_fn)(void (*)(void))fn, a, b, false);
+int lanepool_lane_async(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  return lanepool_lane_async_flags(lane, fn, ctx, 0);
 }
 
+/* A two-argument task is stored as {fn, a, b}; b != NULL is what marks it (ring.h). */
 int lanepool_lane_async2_flags(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b,
                                unsigned flags) {
   if (!lane || !fn || !b || (flags & ~LANEPOOL_SUBMIT_CONTINUATION)) return EINVAL;
   return lanepool__lane_push(lane, (lanepool_fn)(void (*)(void))fn, a, b,
                              (flags & LANEPOOL_SUBMIT_CONTINUATION) != 0);
+}
+
+int lanepool_lane_async2(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *b) {
+  return lanepool_lane_async2_flags(lane, fn, a, b, 0);
 }
 
 /* The batch submits: args NULL for one-argument tasks. */
