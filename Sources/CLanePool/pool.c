@@ -272,7 +272,40 @@ static void log_refusals(lanepool_t *pool) {
   }
 }
 
-static void install_fork_handlers(void);
+static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(lanepool_t *) default_pool;
+
+/* fork(): the library's global locks are held across it (taken in a fixed order, the
+ * default pool's first), so the child never inherits one held by a thread it does not
+ * have; the child forgets the default pool (its lanes are the parent's) and gets a
+ * fresh one on demand. Registered after fork.c's generation handler, so in a child the
+ * generation has moved before these locks are released. */
+static void locks_prepare(void) {
+  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
+  pthread_mutex_lock(&default_lock);
+  pthread_mutex_lock(&lanepool__registry_lock);
+}
+
+static void locks_parent(void) {
+  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  pthread_mutex_unlock(&default_lock);
+}
+
+static void locks_child(void) {
+  /* The parent's default pool has no threads here: forget it (its memory is leaked on
+   * purpose: freeing could race nothing, but its lanes' state is the parent's). */
+  atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
+  pthread_mutex_unlock(&lanepool__registry_lock);
+  pthread_mutex_unlock(&default_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_install(void) {
+  lanepool__fork_init();
+  pthread_atfork(locks_prepare, locks_parent, locks_child);
+}
+static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install); }
 
 /* The default pool's caller calls log_refusals itself once it holds no lock (the default
  * pool is created under default_lock; its log callback may call lanepool_default). */
@@ -311,41 +344,6 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   if (config_normalize(cfg, &full)) return EINVAL;
   return create_pool(&full, 0, out);
 }
-
-static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(lanepool_t *) default_pool;
-
-/* fork(): the library's global locks are held across it (taken in a fixed order, the
- * default pool's first), so the child never inherits one held by a thread it does not
- * have; the child forgets the default pool (its lanes are the parent's) and gets a
- * fresh one on demand. Registered after fork.c's generation handler, so in a child the
- * generation has moved before these locks are released. */
-static void locks_prepare(void) {
-  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
-  pthread_mutex_lock(&default_lock);
-  pthread_mutex_lock(&lanepool__registry_lock);
-}
-
-static void locks_parent(void) {
-  LANEPOOL_INJECT(LANEPOOL__AT_FORK);
-  pthread_mutex_unlock(&lanepool__registry_lock);
-  pthread_mutex_unlock(&default_lock);
-}
-
-static void locks_child(void) {
-  /* The parent's default pool has no threads here: forget it (its memory is leaked on
-   * purpose: freeing could race nothing, but its lanes' state is the parent's). */
-  atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
-  pthread_mutex_unlock(&lanepool__registry_lock);
-  pthread_mutex_unlock(&default_lock);
-}
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void fork_install(void) {
-  lanepool__fork_init();
-  pthread_atfork(locks_prepare, locks_parent, locks_child);
-}
-static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install); }
 
 /* lanepool_default_configure's copy (name and CPU list owned here), under default_lock. */
 static lanepool_config_t default_cfg;
@@ -442,11 +440,10 @@ int lanepool_default(lanepool_t **out) {
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
     lanepool_config_t cfg;
-    if (default_configured) {
+    if (default_configured)
       cfg = default_cfg;
-    } else {
+    else
       lanepool_config_init(&cfg);
-    }
     if (!cfg.name) cfg.name = "lanepool";
     rc = default_env(&cfg);
     if (rc == 0) rc = create_pool(&cfg, 1, &p);

@@ -242,38 +242,6 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   pthread_cleanup_pop(1); /* the same way out whether the closure returned or unwound */
 }
 
-int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
-  return lanepool_lane_sync_flags(lane, fn, ctx, 0);
-}
-
-static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags);
-
-/* A registered call (calls.c), so that destroy waits for it: from the inline take or the
- * queued sync's first touch of the lane to its last. An inline run is no call:
- * the lane, held, cannot exit, and the join waits for its give-back (borrowers); and
- * its closure may unwind, which would leave a call record set. */
-int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
-  if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
-    return EINVAL;
-  /* A lane this thread holds, directly or through the chain of syncs that waits for
-   * it: it would wait for itself. */
-  if (chain_holds(lane)) return EDEADLK;
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
-   * the closure on this lane's thread instead, so that shutting that other pool down
-   * from inside the closure is still EDEADLK. */
-  bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
-  const void *outer = lanepool__call_enter(lane);
-  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign && take_for_inline(lane)) {
-    lanepool__call_leave(outer);
-    run_inline(lane, fn, ctx);
-    return 0;
-  }
-  int rc = sync_queued(lane, fn, ctx, flags);
-  lanepool__call_leave(outer);
-  return rc;
-}
-
 /* A thread of the lane's band that holds no lane (a band job, the Swift executors'
  * tasks) waits for its queued sync as a thread of the band may: when the lane is free
  * with work queued and its own thread away, it takes the lane and runs its queue, in
@@ -352,4 +320,34 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
   if (escalates) lanepool__chain_unlisten(&s);
   lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
   return rc ? rc : st == 1 ? 0 : ECANCELED;
+}
+
+int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
+  return lanepool_lane_sync_flags(lane, fn, ctx, 0);
+}
+
+/* A registered call (calls.c), so that destroy waits for it: from the inline take or the
+ * queued sync's first touch of the lane to its last. An inline run is no call:
+ * the lane, held, cannot exit, and the join waits for its give-back (borrowers); and
+ * its closure may unwind, which would leave a call record set. */
+int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
+  if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
+    return EINVAL;
+  /* A lane this thread holds, directly or through the chain of syncs that waits for
+   * it: it would wait for itself. */
+  if (chain_holds(lane)) return EDEADLK;
+  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
+  /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
+   * the closure on this lane's thread instead, so that shutting that other pool down
+   * from inside the closure is still EDEADLK. */
+  bool foreign = lanepool__pool_thread && lanepool__pool_thread != lane->pool;
+  const void *outer = lanepool__call_enter(lane);
+  if (!(flags & LANEPOOL_SYNC_QUEUED) && !foreign && take_for_inline(lane)) {
+    lanepool__call_leave(outer);
+    run_inline(lane, fn, ctx);
+    return 0;
+  }
+  int rc = sync_queued(lane, fn, ctx, flags);
+  lanepool__call_leave(outer);
+  return rc;
 }
