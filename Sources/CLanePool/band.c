@@ -493,7 +493,6 @@ int lanepool_lane_boost_begin_flags(lanepool_lane_t *lane, lanepool_qos_t qos, u
   out->lane = lane;
   out->band_plus_one = 0;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  /* A registered call (calls.c): lanepool_destroy waits for it before it frees. */
   const void *outer = lanepool__call_enter(lane);
   _Atomic uint32_t ticket = 0;
   /* Cheap tests first: a band not above the lane's holds nothing, whatever the lane
@@ -513,8 +512,6 @@ int lanepool_lane_boost_end(lanepool_boost_t *boost) {
   boost->band_plus_one = 0;
   lanepool_lane_t *lane = boost->lane;
   if (!b || !lane) return 0; /* held nothing: touches no lane */
-  /* A registered call, as in lanepool_lane_boost_begin: an end that races
-   * lanepool_destroy finishes before the lane is freed. */
   const void *outer = lanepool__call_enter(lane);
   LANEPOOL__TEST_POINT("boost_end", lane, b);
   lanepool__boost_drop(lane, b - 1); /* nothing in a fork child */

@@ -218,8 +218,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   }
   lanepool__band *band = &lane->pool->bands[lane->band];
   atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
-  /* Offer this lane to the round-robin pickers while it spins (pool->warm: a hint): a
-   * picker that claims it sends its lane-bound work here instead of to a parked lane. */
+  /* Offer this lane while it spins (pool->warm: to lanepool_next_lane, band pushes). */
   _Atomic uint32_t *warm = &lane->pool->warm[lane->band].value;
   const uint32_t me = lane->pool->lanes_per_band > 1 ? lane->index + 1 : 0;
   if (me) atomic_store_explicit(warm, me, memory_order_relaxed);

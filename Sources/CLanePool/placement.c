@@ -31,7 +31,6 @@ int lanepool_numa_supported(void) {
 #endif
 }
 
-/* Tests may fake the allowed set (a machine bigger than this one): see internal.h. */
 #ifdef LANEPOOL_TEST_HOOKS
 const int *lanepool__test_allowed;
 uint32_t lanepool__test_allowed_count;

@@ -540,7 +540,7 @@ int lanepool_band_depth(lanepool_t *pool, lanepool_qos_t qos, uint64_t *out) {
   return 0;
 }
 
-/* lanepool_async_flags and lanepool_async2_flags: arg NULL for a one-argument task.
+/* lanepool_async_flags and lanepool_async2: arg NULL for a one-argument task.
  * Band work goes into the band's queue, where every thread of the band can take it
  * (bandq.c); LANEPOOL_SUBMIT_LOCAL is accepted and means nothing more: the calling
  * thread, if it is the band's, takes the job itself when it is back unless a thread
@@ -551,7 +551,6 @@ static int pool_async(lanepool_t *pool, lanepool_qos_t qos, lanepool_fn fn, void
   if (!pool || !fn || b < 0 || (flags & ~(LANEPOOL_SUBMIT_CONTINUATION | LANEPOOL_SUBMIT_LOCAL)))
     return EINVAL;
   if (lanepool__forked(pool->generation)) return EOWNERDEAD;
-  /* A registered call (calls.c), as a lane push is: destroy waits for it. */
   const void *outer = lanepool__call_enter(pool);
   int rc = lanepool__band_push(pool, (uint32_t)b, fn, ctx, arg,
                                (flags & LANEPOOL_SUBMIT_CONTINUATION) ? LANEPOOL__PUSH_OWN : 0);

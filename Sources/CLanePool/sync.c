@@ -333,8 +333,6 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
     return EINVAL;
-  /* A lane this thread holds, directly or through the chain of syncs that waits for
-   * it: it would wait for itself. */
   if (chain_holds(lane)) return EDEADLK;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   /* A thread of another pool (its lane, its timer thread) keeps its own identity: run

@@ -2,7 +2,7 @@
  * timer.c - one timer thread per pool, started on the first timer: a min-heap of
  * (deadline, seq) under a mutex, a condition variable on CLOCK_MONOTONIC. A due timer
  * is submitted to its lane's ring, so it runs after its deadline and in FIFO order with
- * the lane's other tasks. All fields of lanepool__timers are protected by its `lock`.
+ * the lane's other tasks.
  *
  * A due timer is pushed into its lane while `lock` is held (the push never blocks and
  * calls no user code), so at every moment a timer is either in the heap, where
@@ -70,7 +70,6 @@ static void heap_remove(lanepool__timers *t, size_t i) {
   }
 }
 
-/* Takes t->lock, the controlled scheduler's access point first. */
 static void heap_lock(lanepool__timers *t) {
   LANEPOOL_INJECT(LANEPOOL__AT_TIMER_HEAP);
   pthread_mutex_lock(&t->lock);

@@ -32,9 +32,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Before running anything but its own lane's queue: away (seq_cst), then one look at
- * its own queue (the pair with a producer, park.c). true if its lane has work and is
- * free: the caller runs that first instead. */
+/* Away, then one look at its own queue (pair 1, park.c; see the top). true if its lane
+ * has work and is free: the caller runs that first instead. */
 static bool go_away(lanepool_lane_t *me) {
   if (!atomic_load_explicit(&me->away, memory_order_relaxed))
     atomic_store_explicit(&me->away, 1, memory_order_seq_cst);
