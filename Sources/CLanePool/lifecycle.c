@@ -62,17 +62,16 @@
  * CLOSING by CAS. A continuation accepted after that is in a ring before its CLOSED
  * bit: its lane runs it before it exits (what it submits after the close is refused).
  *
- * CANCEL. From the CAS (OPEN or DRAINING -> CANCELLING) that makes the pool
- * CANCELLING, no lane starts another task: each checks the state between tasks (acquire). The driver then
- * CLOSES intake everywhere (timers: the pending ones are taken out of the heap; rings:
- * CLOSED bit, after which the tail is final; overflow lists) and wakes parked lanes.
- * Each lane finishes the task it runs, waits for its CLOSED bit, answers every queued
- * `sync` with ECANCELED itself (so a task of another lane
- * waiting on it returns and that lane can exit), and exits. Only then are the timer
- * thread and the lanes joined, and every task still queued (ring cells claimed but
- * unpublished are waited for, never skipped) and every pending timer is handed to
- * the discard callback, on the driver's thread, lane by lane in FIFO order, timers
- * last in deadline order.
+ * CANCEL. From the CAS (OPEN or DRAINING -> CANCELLING) that makes the pool CANCELLING,
+ * no lane starts another task: each checks the state between tasks (acquire). The
+ * driver then CLOSES intake everywhere (timers: the pending ones are taken out of the
+ * heap; rings: CLOSED bit, after which the tail is final; overflow lists) and wakes
+ * parked lanes. Each lane finishes the task it runs, waits for its CLOSED bit, answers
+ * every queued `sync` with ECANCELED itself (so a task of another lane waiting on it
+ * returns and that lane can exit), and exits. Only then are the timer thread and the
+ * lanes joined, and every task still queued (ring cells claimed but unpublished are
+ * waited for, never skipped) and every pending timer is handed to the discard callback,
+ * on the driver's thread, lane by lane in FIFO order, timers last in deadline order.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -209,16 +208,12 @@ static bool drive_drain(lanepool_t *pool) {
   /* Commit: from here a cancel no longer escalates (it waits, EALREADY). If one got in
    * first, its CAS won: go on as a cancel, and what the balance saw is discarded. */
   if (!advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CLOSING)) return false;
-  /* Work a continuation brings after the balance is in a ring before its CLOSED bit:
-   * the lane runs it before it exits (what that task submits once intake is closed is
-   * refused, ESHUTDOWN, never dropped). No timer can be pending: none was at the
-   * second balance and none could be added since. */
   LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
   lanepool__timer_entry *left;
   size_t n;
   lanepool__timers_stop(pool, &left, &n);
-  if (n) abort(); /* the balance above proves the heap empty */
+  if (n) abort(); /* none was at the second balance, and none could be added since */
   free(left);
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   join_threads(pool, lanepool__lane_total(pool));
@@ -301,7 +296,6 @@ int lanepool_shutdown(lanepool_t *pool, lanepool_shutdown_mode_t mode, lanepool_
   if (!pool) return EINVAL;
   if (mode != LANEPOOL_SHUTDOWN_DRAIN && mode != LANEPOOL_SHUTDOWN_CANCEL) return EINVAL;
   if (mode == LANEPOOL_SHUTDOWN_CANCEL && !discard) return EINVAL;
-  /* A call under way: destroy waits until it has returned (calls.c). */
   const void *outer = lanepool__call_enter(pool);
   int rc = shutdown_call(pool, mode, discard, discard_arg);
   lanepool__call_leave(outer);
@@ -337,9 +331,7 @@ int lanepool_destroy(lanepool_t *pool) {
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */
   (void)lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL);
   wait_joined(pool);
-  /* Other threads may still be inside a call on the pool: shutdown callers on their
-   * way out of the join wait, a submitter whose task ran before its wake returned. */
-  lanepool__calls_wait(pool);
+  lanepool__calls_wait(pool); /* calls still under way on the pool (see the top) */
   if (!advance(pool, LANEPOOL__LIFE_JOINED, LANEPOOL__LIFE_DESTROYED)) abort();
   LANEPOOL_INJECT(LANEPOOL__AT_FREE);
   lanepool__pool_free(pool);
