@@ -54,7 +54,7 @@ int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, v
   for (uint32_t k = 0; k < band->shards && rc == EAGAIN; k++)
     rc = lanepool__ring_push(&band->rings[(shard + k) % band->shards], fn, ctx, arg,
                              own ? LANEPOOL__PUSH_OWN : 0);
-  if (rc == 0 && next) { /* (if it went to another ring, the mark does not match there) */
+  if (rc == 0 && next) { /* (if it went to another ring, next[i] matches no job of i) */
     uint32_t i = shard % band->shards;
     uint64_t tail = lanepool__ring_tail(&band->rings[i], memory_order_relaxed);
     atomic_store_explicit(&band->next[i].value, tail, memory_order_relaxed);
