@@ -1,4 +1,5 @@
 // demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
+//             [--heavy-us N] [--heavy-sleep-us N]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
@@ -21,9 +22,11 @@ if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExe
 enum Offload: String, Sendable { case lanepool, gcd, executor, task }
 
 enum Options {
-  static let parsed: (offload: Offload, port: Int, loopsBand: LanePool.QoS?) = {
+  static let parsed: (offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int) = {
     var offload = Offload.lanepool
     var port = 8080
+    var heavyUs = 20_000
+    var heavySleepUs = 0
     var loopsBand: LanePool.QoS? = nil
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
@@ -36,6 +39,18 @@ enum Options {
         }
         offload = o
       case "--port": port = Int(args.next() ?? "") ?? port
+      case "--heavy-us":  // the CPU work of one /heavy request; 0: none (the floor run)
+        guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
+          print("demo-server: --heavy-us wants microseconds from 0 to 10,000,000")
+          exit(2)
+        }
+        heavyUs = us
+      case "--heavy-sleep-us":  // /heavy also sleeps this long before it answers (the floor run)
+        guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
+          print("demo-server: --heavy-sleep-us wants microseconds from 0 to 10,000,000")
+          exit(2)
+        }
+        heavySleepUs = us
       case "--loops-band":
         let name = args.next() ?? ""
         guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
@@ -44,11 +59,13 @@ enum Options {
         }
         loopsBand = qos
       default:
-        print("usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N]")
+        print(
+          "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N]"
+        )
         exit(2)
       }
     }
-    return (offload, port, loopsBand)
+    return (offload, port, loopsBand, heavyUs, heavySleepUs)
   }()
 }
 let offload = Options.parsed.offload
@@ -74,7 +91,9 @@ let roundsPerMicrosecond: Double = {
   return 2_000 / (ns / 1000)
 }()
 let interactiveRounds = max(1, Int(20 * roundsPerMicrosecond))  // about 20 us
-let heavyRounds = max(1, Int(20_000 * roundsPerMicrosecond))  // about 20 ms
+// About 20 ms by default (--heavy-us); 0 rounds: no CPU work at all (the floor run).
+let heavyRounds =
+  Options.parsed.heavyUs == 0 ? 0 : max(1, Int(Double(Options.parsed.heavyUs) * roundsPerMicrosecond))
 
 func onGCD<T: Sendable>(_ qos: DispatchQoS.QoSClass, _ body: @escaping @Sendable () -> T) async -> T {
   await withCheckedContinuation { c in DispatchQueue.global(qos: qos).async { c.resume(returning: body()) } }
@@ -95,7 +114,10 @@ func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
 
 let router = Router()
 router.get("interactive") { _, _ -> String in try await offloaded(.userInteractive, rounds: interactiveRounds) }
-router.get("heavy") { _, _ -> String in try await offloaded(.background, rounds: heavyRounds) }
+router.get("heavy") { _, _ -> String in
+  if Options.parsed.heavySleepUs > 0 { try await Task.sleep(for: .microseconds(Options.parsed.heavySleepUs)) }
+  return try await offloaded(.background, rounds: heavyRounds)
+}
 /// Each event loop of the group Hummingbird uses enters `qos`'s band on its own thread
 /// (for the rest of the process); prints what each got.
 func giveEventLoops(_ qos: LanePool.QoS) async throws {
