@@ -433,6 +433,140 @@ static void tell_chain(lanepool_lane_t *lane) {
   }
 }
 
+/* ---- the carrier (docs/priorities.md, "Whose thread") ----------------------------
+ * The boost goes to the thread that runs the awaited work. The lane's own thread gets it
+ * above. A thread that holds the lane's exclusion from outside (a sync caller running its
+ * closure inline, a thread of the band running the lane's queue) is the lane's carrier:
+ * an update raises it to the lane's band too, never lowers it, and the carrier puts
+ * itself back when it gives the lane up (lanepool__carrier_give): to its own lane's
+ * band (a thread of the pool), else to what it had. One carrier is recorded per lane; a
+ * holder that comes while the last one puts itself back is raised by that one. */
+
+/* The lane of `pool` whose thread is `tid`, or NULL. */
+static lanepool_lane_t *home_of(lanepool_t *pool, uint32_t tid) {
+  for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
+    if (pool->lanes[i] &&
+        (uint32_t)atomic_load_explicit(&pool->lanes[i]->tid, memory_order_relaxed) == tid)
+      return pool->lanes[i];
+  return NULL;
+}
+
+/* Thread `tid`'s timer slack (/proc/<tid>/timerslack_ns); 0 if unknown. */
+static uint64_t slack_of(uint32_t tid) {
+  char path[48];
+  unsigned long long v = 0;
+  snprintf(path, sizeof path, "/proc/%u/timerslack_ns", tid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  if (fscanf(f, "%llu", &v) != 1) v = 0;
+  fclose(f);
+  return v;
+}
+
+static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
+
+/* An I/O priority value, lower is higher: "none" is best-effort at the nice's level. */
+static int ioprio_rank(int value, int nice) {
+  return (value >> 13) ? value : lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, (nice + 20) / 5);
+}
+
+/* Raises carrier `tid` of `lane` to band `band`, where that is above what it runs at
+ * (its own lane's band, or the settings it had: a real-time policy above a normal one,
+ * then a lower nice), and records it. Unprivileged: only its nice, as low as RLIMIT_NICE
+ * lets (not below the band's). [boost_lock] */
+static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
+  lanepool_t *pool = lane->pool;
+  const lanepool_band_policy_t *p = &pool->lanes[band * pool->lanes_per_band]->policy;
+  lanepool__carrier *c = &lane->carrier;
+  if (c->band && band + 1 >= c->band) return; /* raised that far already */
+  if (!c->band) {
+    lanepool__carrier fresh = {.home = home_of(pool, tid)};
+    if (lanepool__get_attr((pid_t)tid, &fresh.saved) != 0) return;
+    if (fresh.home) {
+      if (band >= atomic_load_explicit(&fresh.home->boost_band, memory_order_relaxed)) return;
+    } else if (is_rt((int)p->sched) != is_rt((int)fresh.saved.sched_policy) ? !is_rt((int)p->sched)
+               : is_rt((int)p->sched) ? (uint32_t)p->rt_priority <= fresh.saved.sched_priority
+                                      : p->nice >= fresh.saved.sched_nice) {
+      return; /* it runs above the band already */
+    }
+    fresh.saved_ioprio = lanepool__get_ioprio((pid_t)tid);
+    if (is_rt((int)p->sched)) fresh.saved_slack = slack_of(tid);
+    *c = fresh;
+  }
+  LANEPOOL__TEST_POINT("carrier_raise", lane, tid);
+  lanepool__sched_attr attr = {
+      .sched_policy = p->sched,
+      .sched_flags = c->saved.sched_flags & LANEPOOL__SCHED_FLAG_RESET_ON_FORK,
+      .sched_nice = p->nice,
+      .sched_priority = is_rt((int)p->sched) ? (uint32_t)p->rt_priority : 0,
+      .sched_runtime = is_rt((int)p->sched) ? 0 : p->slice_ns};
+  if (lanepool__set_attr((pid_t)tid, &attr) == 0) {
+    c->rt = c->rt || is_rt((int)p->sched);
+  } else { /* as boost_apply, without privilege: */
+    int floor = pool_nice_floor(pool), nice = p->nice > floor ? p->nice : floor;
+    attr.sched_policy = is_rt((int)p->sched) ? SCHED_OTHER : p->sched;
+    attr.sched_priority = 0;
+    attr.sched_nice = nice;
+    attr.sched_runtime = p->slice_ns;
+    if (nice < lanepool__get_nice((pid_t)tid) &&
+        ((nice > 0 && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
+      (void)lanepool__set_nice((pid_t)tid, nice); /* the nice alone */
+  }
+  if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
+    int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
+    int now = lanepool__get_ioprio((pid_t)tid);
+    if (now >= 0 && ioprio_rank(value, 0) < ioprio_rank(now, c->saved.sched_nice) &&
+        lanepool__set_ioprio((pid_t)tid, value) != 0 && p->ioprio_class == LANEPOOL_IOPRIO_RT)
+      (void)lanepool__set_ioprio((pid_t)tid,
+                                 lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+  }
+  c->band = band + 1;
+}
+
+/* Looks for a carrier to raise to `want`: the holder of the lane's exclusion if that is
+ * not the lane's thread. A recorded carrier is only raised, and only while it holds the
+ * lane: it puts itself back. [boost_lock] */
+static void carrier_sync(lanepool_lane_t *lane, uint32_t want) {
+  uint32_t had = atomic_load_explicit(&lane->carried, memory_order_relaxed);
+  if (had) {
+    if (want < lane->band && atomic_load_explicit(&lane->excl, memory_order_seq_cst) == had)
+      carrier_raise(lane, had, want);
+    return;
+  }
+  if (want >= lane->band) return;
+  /* The Dekker pair with a holder giving the lane up (lanepool__excl_release): either it
+   * sees this and takes the lock to put itself back, or this sees it gone. */
+  atomic_store_explicit(&lane->carried, LANEPOOL__CARRIER_LOOK, memory_order_seq_cst);
+  uint32_t holder = atomic_load_explicit(&lane->excl, memory_order_seq_cst);
+  if (holder && holder != LANEPOOL__EXCL_CLOSED &&
+      holder != (uint32_t)atomic_load_explicit(&lane->tid, memory_order_relaxed))
+    carrier_raise(lane, holder, want);
+  atomic_store_explicit(&lane->carried, lane->carrier.band ? holder : 0, memory_order_seq_cst);
+}
+
+static void lane_refresh(lanepool_lane_t *lane);
+
+void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
+  lanepool__carrier c = {0};
+  pthread_mutex_lock(&lane->boost_lock);
+  if (atomic_load_explicit(&lane->carried, memory_order_relaxed) == self) {
+    c = lane->carrier;
+    memset(&lane->carrier, 0, sizeof lane->carrier);
+    atomic_store_explicit(&lane->carried, 0, memory_order_relaxed);
+    if (!c.home) { /* what it had, flags included */
+      c.saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
+      (void)lanepool__set_attr(0, &c.saved);
+      if (c.saved_ioprio >= 0) (void)lanepool__set_ioprio(0, c.saved_ioprio);
+    }
+    /* A holder that took the lane since was not raised: this one was recorded. */
+    carrier_sync(lane, atomic_load_explicit(&lane->boost_band, memory_order_relaxed));
+  }
+  pthread_mutex_unlock(&lane->boost_lock);
+  if (c.home) lane_refresh(c.home); /* its own lane's band, as that lane has it now */
+  if (c.rt && c.saved_slack) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)c.saved_slack, 0, 0, 0);
+}
+
 void lanepool__boost_update(lanepool_lane_t *lane) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   char log_line[320] = "";
@@ -447,8 +581,24 @@ void lanepool__boost_update(lanepool_lane_t *lane) {
     LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
     tell_chain(lane);
   }
+  carrier_sync(lane, want);
   pthread_mutex_unlock(&lane->boost_lock);
   /* The log line, if any, with no lock held: the callback may use the pool. */
+  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
+}
+
+/* The lane's thread back at the lane's band as it has it now (a carrier of another
+ * lane giving that up): nothing assumed of what it has. */
+static void lane_refresh(lanepool_lane_t *lane) {
+  if (lanepool__forked(lane->generation)) return;
+  char log_line[320] = "";
+  pthread_mutex_lock(&lane->boost_lock);
+  memset(&lane->boost_now, 0, sizeof lane->boost_now);
+  pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+  if (tid)
+    boost_apply(lane, tid, atomic_load_explicit(&lane->boost_band, memory_order_relaxed), log_line,
+                sizeof log_line);
+  pthread_mutex_unlock(&lane->boost_lock);
   if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
 }
 

@@ -46,6 +46,32 @@ typedef struct lanepool__topology {
   lanepool__topo_node *nodes;
 } lanepool__topology;
 
+typedef struct lanepool__sched_attr {
+  uint32_t size;
+  uint32_t sched_policy;
+  uint64_t sched_flags;
+  int32_t sched_nice;
+  uint32_t sched_priority;
+  uint64_t sched_runtime;
+  uint64_t sched_deadline;
+  uint64_t sched_period;
+} lanepool__sched_attr;
+#define LANEPOOL__SCHED_FLAG_RESET_ON_FORK 1u /* sched_attr.sched_flags */
+
+/* A lane's carrier (band.c, "The carrier"): a thread that is not the lane's own, holds
+ * its exclusion, and was boosted for it. `band` + 1 it was raised to (0: none yet);
+ * `home` its own lane (a thread of the pool running this lane's queue), whose band it
+ * takes back, else `saved`, what it had; `rt`: raised to a real-time policy, so its
+ * timer slack (`saved_slack`) is set again too. */
+typedef struct lanepool__carrier {
+  uint32_t band;
+  struct lanepool_lane *home;
+  bool rt;
+  int saved_ioprio;
+  uint64_t saved_slack;
+  lanepool__sched_attr saved;
+} lanepool__carrier;
+
 /* What band.c last gave a lane's thread (escalation), so that a system call that would
  * change nothing is skipped. A `*_known` false: unknown (a new thread, a failed call). */
 typedef struct lanepool__boost_now {
@@ -143,6 +169,12 @@ struct lanepool_lane {
    * store(excl = 0) ; load(tail)] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t excl;
 #define LANEPOOL__EXCL_CLOSED UINT32_MAX /* the lane's thread has left: nobody takes it */
+  /* The boosted carrier's tid (band.c, "The carrier"), LANEPOOL__CARRIER_LOOK while an
+   * update looks for one, or 0. Nonzero: a holder giving the lane up takes boost_lock.
+   * [boost_lock for writes; atomic: the Dekker pair update: store(carried) ; load(excl)
+   * against holder: store(excl = 0) ; load(carried), both seq_cst] */
+  _Atomic uint32_t carried;
+#define LANEPOOL__CARRIER_LOOK UINT32_MAX
   /* Threads of the band waiting for a sync queued here that may run the lane's queue
    * themselves once it is free (sync.c, sync_queued), and the futex word they wait on:
    * bumped when the lane is given up with work queued and when a sync here ends.
@@ -234,6 +266,10 @@ struct lanepool_lane {
   _Atomic uint32_t reslack;
   /* Queued syncs whose caller's chain holds this lane: told when boost_band changes. */
   struct lanepool__chain_link *chain_waiters; /* [boost_lock] */
+  /* The carrier (band.c, "The carrier"): a thread other than the lane's own holding its
+   * exclusion while the lane is boosted runs at the boost too. What it had before is
+   * kept here; it puts that back itself when it gives the lane up. [boost_lock] */
+  lanepool__carrier carrier;
 };
 
 /* The pool's life: its states, and every transition (a CAS to a larger value: the word
@@ -508,6 +544,9 @@ bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *tic
 /* false with LANEPOOL_ESCALATION=0 in the environment (read once). */
 bool lanepool__escalation_on(void);
 void lanepool__boost_update(lanepool_lane_t *lane);
+/* The holder of `lane`'s exclusion, thread `self`, has given it up with a carrier
+ * recorded (lane->carried nonzero): if that is itself, it takes back what it had. */
+void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self);
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 /* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
@@ -552,17 +591,6 @@ int lanepool__nice_floor(void);
 /* ...and the lowest it may go from `current`: that floor if below, else `current`. */
 int lanepool__lowest_permitted_nice(int current);
 /* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
-typedef struct lanepool__sched_attr {
-  uint32_t size;
-  uint32_t sched_policy;
-  uint64_t sched_flags;
-  int32_t sched_nice;
-  uint32_t sched_priority;
-  uint64_t sched_runtime;
-  uint64_t sched_deadline;
-  uint64_t sched_period;
-} lanepool__sched_attr;
-#define LANEPOOL__SCHED_FLAG_RESET_ON_FORK 1u /* sched_attr.sched_flags */
 /* Thin wrappers over the scheduling system calls for thread `tid` (policy.c, also used
  * by band.c): 0 or an errno value; lanepool__get_nice leaves errno 0 unless it failed. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority);

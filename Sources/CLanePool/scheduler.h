@@ -126,6 +126,9 @@ uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 /* sync.c: a lane's exclusion, and the sync calls */
 /* Takes the lane's exclusion if it is free (seq_cst CAS). */
 bool lanepool__excl_try(lanepool_lane_t *lane);
+/* As lanepool__excl_try, for a thread that is not the lane's own: when the lane is
+ * boosted, that thread is raised to its band too (band.c, the carrier). */
+bool lanepool__excl_take(lanepool_lane_t *lane);
 /* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
  * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);

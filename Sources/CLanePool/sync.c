@@ -45,6 +45,17 @@ bool lanepool__excl_try(lanepool_lane_t *lane) {
                                                  memory_order_seq_cst, memory_order_relaxed);
 }
 
+bool lanepool__excl_take(lanepool_lane_t *lane) {
+  if (!lanepool__excl_try(lane)) return false;
+  /* Taken from outside while the lane is boosted: this thread is raised too (band.c, the
+   * carrier). The Dekker pair with an update: CAS(excl) ; load(boost_band) against
+   * store(boost_band) ; load(excl). */
+  if (__builtin_expect(atomic_load_explicit(&lane->boost_band, memory_order_seq_cst) != lane->band,
+                       0))
+    lanepool__boost_update(lane);
+  return true;
+}
+
 void lanepool__excl_release(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_LEND);
   /* Cancel: the holder answers every sync queued here (worker.c, cancel_pass). */
@@ -52,6 +63,9 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
   /* seq_cst (a release too: what the holder ran happens before the next holder's
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
+  /* A raised carrier puts itself back (band.c; the pair with carrier_sync's look). */
+  if (__builtin_expect(atomic_load_explicit(&lane->carried, memory_order_seq_cst) != 0, 0))
+    lanepool__carrier_give(lane, self_id());
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
 }
 
@@ -191,7 +205,7 @@ static void finish_inline(lanepool_lane_t *lane) {
 /* true if the caller now holds the lane to run a closure inline: the lane was free,
  * nothing is queued, the pool is open. */
 static bool take_for_inline(lanepool_lane_t *lane) {
-  if (!lanepool__excl_try(lane)) return false;
+  if (!lanepool__excl_take(lane)) return false;
   /* Held, the lane's thread cannot exit before this is counted (it ends only with its
    * lane free and empty). */
   atomic_fetch_add_explicit(&lane->borrowers, 1, memory_order_relaxed);
@@ -259,7 +273,7 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s) {
     uint32_t seq = atomic_load_explicit(&lane->help_seq, memory_order_seq_cst);
     if ((st = atomic_load_explicit(&s->state, memory_order_seq_cst)) != 0) break;
     if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 &&
-        lanepool__lane_has_work(lane) && lanepool__excl_try(lane)) {
+        lanepool__lane_has_work(lane) && lanepool__excl_take(lane)) {
       if (lanepool__life_cancelling(lane->pool))
         lanepool__excl_release(lane); /* answers this sync, and the others queued here */
       else

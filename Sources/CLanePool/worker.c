@@ -58,7 +58,7 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
       if (!fair) return true; /* its own lane first */
       lanepool__band_wake(me->pool, me->band);
     }
-    if (!lanepool__excl_try(s)) continue;
+    if (!lanepool__excl_take(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
     uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, source, NULL, NULL);
     atomic_fetch_add_explicit(&me->adopted, ran, memory_order_relaxed);

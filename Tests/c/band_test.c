@@ -694,6 +694,215 @@ static void test_inline_chain_counts_the_callers_band(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- the thread that runs the awaited work is boosted, whichever it is (case 1): a
+ * background thread runs a closure inline on the idle background lane; a
+ * userInteractive waiter then queues behind that closure. The borrower runs at the
+ * waiter's band until it gives the lane up, then has exactly what it had ---- */
+
+typedef struct {
+  int nice, policy, ioprio;
+  lanepool__sched_attr attr;
+} attrs_t;
+
+static void attrs_of(pid_t tid, attrs_t *a) {
+  proc_sched(tid, &a->nice, &a->policy);
+  a->ioprio = lanepool__get_ioprio(tid);
+  lanepool__get_attr(tid, &a->attr);
+}
+
+static bool attrs_equal(const attrs_t *a, const attrs_t *b) {
+  return a->nice == b->nice && a->policy == b->policy && a->ioprio == b->ioprio &&
+         a->attr.sched_policy == b->attr.sched_policy &&
+         a->attr.sched_flags == b->attr.sched_flags && a->attr.sched_nice == b->attr.sched_nice &&
+         a->attr.sched_runtime == b->attr.sched_runtime;
+}
+
+static struct {
+  lanepool_lane_t *lane;
+  _Atomic int in_closure, tid, rc;
+  attrs_t before, after;
+} borrow;
+
+static void borrowed_closure(void *ctx) {
+  (void)ctx;
+  atomic_store(&borrow.in_closure, 1);
+  while (!atomic_load(&gate)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  note((void *)(intptr_t)1); /* before the waiter's closure */
+}
+
+static void *borrower_thread(void *arg) {
+  (void)arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t);
+  atomic_store(&borrow.tid, gettid_());
+  attrs_of(gettid_(), &borrow.before);
+  atomic_store(&borrow.rc, lanepool_lane_sync(borrow.lane, borrowed_closure, NULL));
+  attrs_of(gettid_(), &borrow.after);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static void test_inline_borrower_boosted(void) {
+  current_test = "inline_borrower_boosted";
+  lanepool_t *pool = escalation_pool("esc17");
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  memset(&borrow, 0, sizeof borrow);
+  borrow.lane = bg;
+  atomic_store(&borrow.rc, -1);
+  atomic_store(&gate, 0);
+  atomic_store(&order_len, 0);
+  pthread_t b, w_th;
+  CHECK_RC(pthread_create(&b, NULL, borrower_thread, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&borrow.in_closure); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&borrow.in_closure) == 1);
+  pid_t bt = (pid_t)atomic_load(&borrow.tid);
+  CHECK(bt != tid_of(bg)); /* inline: the borrower's own thread */
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
+  /* The lane's count, then the borrower itself at the waiter's band (/proc). */
+  bool raised = false;
+  /* Unprivileged: its nice drops as far as RLIMIT_NICE lets, if that is lower (with the
+   * band's policy once it reaches nice 0), else it keeps its own (enter_band did not
+   * raise a nice it could not lower again). */
+  int want_nice = boosted_nice(0), want_policy = boosted_policy(0);
+  if (mode != MODE_ROOT) {
+    want_policy =
+        want_nice < borrow.before.nice && want_nice <= 0 ? SCHED_OTHER : borrow.before.policy;
+    if (want_nice >= borrow.before.nice) want_nice = borrow.before.nice;
+  }
+  for (int i = 0; i < 10000 && !raised; i++) {
+    raised = atomic_load(&bg->boost_band) == 0 && nice_of(bt) == want_nice &&
+             policy_of(bt) == want_policy;
+    struct timespec ts = {0, 1000000};
+    if (!raised) nanosleep(&ts, NULL);
+  }
+  CHECK(raised);
+  if (!raised)
+    fprintf(stderr, "[%s] borrower nice %d (before %d) policy %d, lane band %u\n", current_test,
+            nice_of(bt), borrow.before.nice, policy_of(bt), atomic_load(&bg->boost_band));
+  atomic_store(&gate, 1);
+  pthread_join(b, NULL);
+  pthread_join(w_th, NULL);
+  CHECK_RC(atomic_load(&borrow.rc), 0);
+  CHECK_RC(w.rc, 0);
+  /* Given the lane up: exactly what it had (policy word, nice, slice, I/O priority). */
+  CHECK(attrs_equal(&borrow.before, &borrow.after));
+  if (!attrs_equal(&borrow.before, &borrow.after))
+    fprintf(stderr,
+            "[%s] before nice %d pol %d io %d slice %llu, after nice %d pol %d io %d slice %llu\n",
+            current_test, borrow.before.nice, borrow.before.policy, borrow.before.ioprio,
+            (unsigned long long)borrow.before.attr.sched_runtime, borrow.after.nice,
+            borrow.after.policy, borrow.after.ioprio,
+            (unsigned long long)borrow.after.attr.sched_runtime);
+  CHECK(atomic_load(&order_len) == 2 && order[0] == 1 && order[1] == 1000); /* FIFO */
+  CHECK(atomic_load(&bg->carried) == 0 && unboosted(bg) && bg_at_own_band(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a thread of the band running another lane's queue is boosted with it, and goes
+ * back to its own lane's band when it gives that lane up (case 1, the carrier) ---- */
+
+static struct { _Atomic int away_tid, carrier_tid, gate1, gate2; } adopt;
+
+static void away_job(void *ctx) { /* a band job: its lane's thread holds no lane */
+  (void)ctx;
+  atomic_store(&adopt.away_tid, gettid_());
+  while (!atomic_load(&adopt.gate1)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void adopted_task(void *ctx) {
+  (void)ctx;
+  atomic_store(&adopt.carrier_tid, gettid_());
+  while (!atomic_load(&adopt.gate2)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void test_adopting_thread_boosted(void) {
+  current_test = "adopting_thread_boosted";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc18";
+  cfg.lanes_per_band = 2;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  memset(&adopt, 0, sizeof adopt);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, away_job, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&adopt.away_tid); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  lanepool_lane_t *a = NULL, *l0 = NULL, *l1 = NULL;
+  lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &l0);
+  lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 1, &l1);
+  pid_t away = (pid_t)atomic_load(&adopt.away_tid);
+  a = tid_of(l0) == away ? l0 : tid_of(l1) == away ? l1 : NULL;
+  if (!a) { /* the band's rescue thread ran the job: no lane's thread is away */
+    printf("skip - %s: the rescue thread took the band job\n", current_test);
+    atomic_store(&adopt.gate1, 1);
+    lanepool_destroy(pool);
+    return;
+  }
+  /* Lane-bound work on the lane whose thread is away: another thread of the band runs it. */
+  CHECK_RC(lanepool_lane_async(a, adopted_task, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&adopt.carrier_tid); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pid_t carrier = (pid_t)atomic_load(&adopt.carrier_tid);
+  CHECK(carrier != 0 && carrier != away);
+  attrs_t before;
+  attrs_of(carrier, &before);
+  CHECK(before.nice == 10 && before.policy == SCHED_BATCH);
+  waiter_t w = {a, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  pthread_t w_th;
+  CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
+  bool raised = false;
+  for (int i = 0; i < 10000 && !raised; i++) {
+    raised = atomic_load(&a->boost_band) == 0 && nice_of(carrier) == boosted_nice(0) &&
+             policy_of(carrier) == boosted_policy(0);
+    struct timespec ts = {0, 1000000};
+    if (!raised) nanosleep(&ts, NULL);
+  }
+  CHECK(raised);
+  if (!raised)
+    fprintf(stderr, "[%s] carrier nice %d policy %d, lane band %u\n", current_test,
+            nice_of(carrier), policy_of(carrier), atomic_load(&a->boost_band));
+  atomic_store(&adopt.gate2, 1);
+  pthread_join(w_th, NULL);
+  CHECK_RC(w.rc, 0);
+  /* Once it gave the lane up: its own lane's band again, exactly. */
+  bool back = false;
+  attrs_t after;
+  for (int i = 0; i < 10000 && !back; i++) {
+    attrs_of(carrier, &after);
+    back = attrs_equal(&before, &after) && atomic_load(&a->carried) == 0;
+    struct timespec ts = {0, 1000000};
+    if (!back) nanosleep(&ts, NULL);
+  }
+  CHECK(back);
+  if (!back)
+    fprintf(stderr,
+            "[%s] carrier after: nice %d policy %d io %d slice %llu (before %d %d %d %llu)\n",
+            current_test, after.nice, after.policy, after.ioprio,
+            (unsigned long long)after.attr.sched_runtime, before.nice, before.policy, before.ioprio,
+            (unsigned long long)before.attr.sched_runtime);
+  atomic_store(&adopt.gate1, 1);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(unboosted(a));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- the chain is walked again when a band on it changes (cases 3 and 4): a utility
  * lane's task waits on a busy background lane; a userInteractive waiter then arrives on
  * the utility lane, later than that wait began ---- */
@@ -1437,6 +1646,8 @@ static void run_suite(void) {
   test_escalate_cancelled();
   test_escalate_thread_replaced();
   test_inline_chain_counts_the_callers_band();
+  test_inline_borrower_boosted();
+  test_adopting_thread_boosted();
   test_chain_rewalked(true);
   test_chain_rewalked(false);
   test_realtime_boost_keeps_slack();
