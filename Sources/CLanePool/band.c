@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <stdio.h>
@@ -433,7 +434,7 @@ static void tell_chain(lanepool_lane_t *lane) {
   }
 }
 
-/* ---- the carrier (docs/priorities.md, "Whose thread") ----------------------------
+/* ---- the carrier (docs/priorities.md, "Which thread") ----------------------------
  * The boost goes to the thread that runs the awaited work. The lane's own thread gets it
  * above. A thread that holds the lane's exclusion from outside (a sync caller running its
  * closure inline, a thread of the band running the lane's queue) is the lane's carrier:
@@ -451,19 +452,29 @@ static lanepool_lane_t *home_of(lanepool_t *pool, uint32_t tid) {
   return NULL;
 }
 
-/* Thread `tid`'s timer slack (/proc/<tid>/timerslack_ns); 0 if unknown. */
+/* Thread `tid`'s timer slack (/proc/<tid>/timerslack_ns; another thread's needs
+ * CAP_SYS_NICE); 0 if unknown. Raw system calls: no cancellation point under a lock. */
 static uint64_t slack_of(uint32_t tid) {
-  char path[48];
-  unsigned long long v = 0;
+  char path[48], buf[32];
   snprintf(path, sizeof path, "/proc/%u/timerslack_ns", tid);
-  FILE *f = fopen(path, "re");
-  if (!f) return 0;
-  if (fscanf(f, "%llu", &v) != 1) v = 0;
-  fclose(f);
-  return v;
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  long n = syscall(SYS_read, (int)fd, buf, sizeof buf - 1);
+  (void)syscall(SYS_close, (int)fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return strtoull(buf, NULL, 10);
 }
 
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
+
+/* How strongly a thread with these settings runs: real-time above all (by priority),
+ * SCHED_IDLE below all, else by nice, SCHED_OTHER above SCHED_BATCH at one nice. */
+static int strength(uint32_t policy, uint32_t rt_priority, int nice) {
+  if (is_rt((int)policy)) return 1000 + (int)rt_priority;
+  if (policy == SCHED_IDLE) return 0;
+  return (20 - nice) * 2 + (policy == SCHED_BATCH ? 1 : 2);
+}
 
 /* An I/O priority value, lower is higher: "none" is best-effort at the nice's level. */
 static int ioprio_rank(int value, int nice) {
@@ -484,15 +495,15 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
     if (lanepool__get_attr((pid_t)tid, &fresh.saved) != 0) return;
     if (fresh.home) {
       if (band >= atomic_load_explicit(&fresh.home->boost_band, memory_order_relaxed)) return;
-    } else if (is_rt((int)p->sched) != is_rt((int)fresh.saved.sched_policy) ? !is_rt((int)p->sched)
-               : is_rt((int)p->sched) ? (uint32_t)p->rt_priority <= fresh.saved.sched_priority
-                                      : p->nice >= fresh.saved.sched_nice) {
-      return; /* it runs above the band already */
+    } else if (strength(p->sched, (uint32_t)p->rt_priority, p->nice) <=
+               strength(fresh.saved.sched_policy, fresh.saved.sched_priority,
+                        fresh.saved.sched_nice)) {
+      return; /* it runs as high as the band already */
     }
     fresh.saved_ioprio = lanepool__get_ioprio((pid_t)tid);
-    if (is_rt((int)p->sched)) fresh.saved_slack = slack_of(tid);
     *c = fresh;
   }
+  if (is_rt((int)p->sched) && !c->rt) c->saved_slack = slack_of(tid); /* before it is zeroed */
   LANEPOOL__TEST_POINT("carrier_raise", lane, tid);
   lanepool__sched_attr attr = {
       .sched_policy = p->sched,
@@ -546,7 +557,13 @@ static void carrier_sync(lanepool_lane_t *lane, uint32_t want) {
 
 static void lane_refresh(lanepool_lane_t *lane);
 
-void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self) {
+/* A thread outside the pool that carried lanes nested (an inline closure inside an
+ * inline closure) gets back the weakest settings their records saved: what it had
+ * before its first raise, since raises only raise. Put back once it holds no lane. */
+static __thread lanepool__carrier owed;
+__thread bool lanepool__carrier_owed;
+
+void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_more) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
   lanepool__carrier c = {0};
   pthread_mutex_lock(&lane->boost_lock);
@@ -554,17 +571,37 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self) {
     c = lane->carrier;
     memset(&lane->carrier, 0, sizeof lane->carrier);
     atomic_store_explicit(&lane->carried, 0, memory_order_relaxed);
-    if (!c.home) { /* what it had, flags included */
-      c.saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
-      (void)lanepool__set_attr(0, &c.saved);
-      if (c.saved_ioprio >= 0) (void)lanepool__set_ioprio(0, c.saved_ioprio);
-    }
     /* A holder that took the lane since was not raised: this one was recorded. */
     carrier_sync(lane, atomic_load_explicit(&lane->boost_band, memory_order_relaxed));
   }
   pthread_mutex_unlock(&lane->boost_lock);
-  if (c.home) lane_refresh(c.home); /* its own lane's band, as that lane has it now */
-  if (c.rt && c.saved_slack) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)c.saved_slack, 0, 0, 0);
+  if (c.band && c.home) { /* its own lane's band, as that lane has it now */
+    lane_refresh(c.home);
+    uint64_t slack = c.home->applied.timer_slack.requested != -1
+                         ? (uint64_t)c.home->applied.timer_slack.got
+                         : c.saved_slack;
+    if (c.rt && slack) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+  } else if (c.band) {
+    bool had = owed.band != 0;
+    if (!had ||
+        strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
+            strength(owed.saved.sched_policy, owed.saved.sched_priority, owed.saved.sched_nice)) {
+      owed.saved = c.saved;
+      owed.saved_ioprio = c.saved_ioprio;
+    }
+    if (c.rt && (!owed.rt || !owed.saved_slack)) owed.saved_slack = c.saved_slack;
+    owed.rt = owed.rt || c.rt;
+    owed.band = 1;
+  }
+  if (owed.band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
+    owed.saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
+    (void)lanepool__set_attr(0, &owed.saved);
+    if (owed.saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed.saved_ioprio);
+    if (owed.rt && owed.saved_slack)
+      (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed.saved_slack, 0, 0, 0);
+    memset(&owed, 0, sizeof owed);
+  }
+  lanepool__carrier_owed = owed.band != 0;
 }
 
 void lanepool__boost_update(lanepool_lane_t *lane) {

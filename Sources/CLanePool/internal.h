@@ -545,8 +545,12 @@ bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *tic
 bool lanepool__escalation_on(void);
 void lanepool__boost_update(lanepool_lane_t *lane);
 /* The holder of `lane`'s exclusion, thread `self`, has given it up with a carrier
- * recorded (lane->carried nonzero): if that is itself, it takes back what it had. */
-void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self);
+ * recorded (lane->carried nonzero) or settings owed: if the record is its own, it takes
+ * back what it had, at once for a thread of the pool, else once `holds_more` is false
+ * (no lane held any more). */
+void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_more);
+/* This thread has carrier settings to put back once it holds no lane (band.c). */
+extern __thread bool lanepool__carrier_owed;
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 /* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);

@@ -45,14 +45,18 @@ bool lanepool__excl_try(lanepool_lane_t *lane) {
                                                  memory_order_seq_cst, memory_order_relaxed);
 }
 
-bool lanepool__excl_take(lanepool_lane_t *lane) {
-  if (!lanepool__excl_try(lane)) return false;
-  /* Taken from outside while the lane is boosted: this thread is raised too (band.c, the
-   * carrier). The Dekker pair with an update: CAS(excl) ; load(boost_band) against
-   * store(boost_band) ; load(excl). */
+/* Taken from outside while the lane is boosted: this thread is raised too (band.c, the
+ * carrier). The Dekker pair with an update: CAS(excl) ; load(boost_band) against
+ * store(boost_band) ; load(excl). */
+static void carry_boost(lanepool_lane_t *lane) {
   if (__builtin_expect(atomic_load_explicit(&lane->boost_band, memory_order_seq_cst) != lane->band,
                        0))
     lanepool__boost_update(lane);
+}
+
+bool lanepool__excl_take(lanepool_lane_t *lane) {
+  if (!lanepool__excl_try(lane)) return false;
+  carry_boost(lane);
   return true;
 }
 
@@ -64,8 +68,10 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
    * tasks), then the look at the queue of the wake-up pair with a producer. */
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
   /* A raised carrier puts itself back (band.c; the pair with carrier_sync's look). */
-  if (__builtin_expect(atomic_load_explicit(&lane->carried, memory_order_seq_cst) != 0, 0))
-    lanepool__carrier_give(lane, self_id());
+  if (__builtin_expect(atomic_load_explicit(&lane->carried, memory_order_seq_cst) != 0 ||
+                           lanepool__carrier_owed,
+                       0))
+    lanepool__carrier_give(lane, self_id(), lanepool__held_now != NULL);
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
 }
 
@@ -205,7 +211,7 @@ static void finish_inline(lanepool_lane_t *lane) {
 /* true if the caller now holds the lane to run a closure inline: the lane was free,
  * nothing is queued, the pool is open. */
 static bool take_for_inline(lanepool_lane_t *lane) {
-  if (!lanepool__excl_take(lane)) return false;
+  if (!lanepool__excl_try(lane)) return false;
   /* Held, the lane's thread cannot exit before this is counted (it ends only with its
    * lane free and empty). */
   atomic_fetch_add_explicit(&lane->borrowers, 1, memory_order_relaxed);
@@ -216,8 +222,10 @@ static bool take_for_inline(lanepool_lane_t *lane) {
   atomic_fetch_add_explicit(&lane->lent_in, 1, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   if (!lanepool__lane_has_work(lane) && !lanepool__ring_closed(&lane->ring) &&
-      lanepool__life_open(lane->pool))
+      lanepool__life_open(lane->pool)) {
+    carry_boost(lane); /* (only now: a boosted lane mostly has a sync queued) */
     return true;
+  }
   finish_inline(lane); /* queued work runs first (FIFO), or the pool is stopping */
   return false;
 }

@@ -805,6 +805,89 @@ static void test_inline_borrower_boosted(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- nested: the borrower runs a closure inline on an idle utility lane, and inside it
+ * one inline on the idle background lane; a default waiter boosts the inner lane first,
+ * a userInteractive one the outer lane then. The borrower ends with what it had before
+ * the first raise, not with what the inner raise gave it ---- */
+
+static struct {
+  lanepool_lane_t *outer, *inner;
+  _Atomic int in_inner, tid;
+  attrs_t before, after;
+} nest;
+
+static void nest_inner(void *ctx) {
+  (void)ctx;
+  atomic_store(&nest.in_inner, 1);
+  while (!atomic_load(&gate)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void nest_outer(void *ctx) {
+  (void)ctx;
+  lanepool_lane_sync(nest.inner, nest_inner, NULL);
+}
+
+static void *nest_thread(void *arg) {
+  (void)arg;
+  lanepool_band_token_t t;
+  lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &t);
+  atomic_store(&nest.tid, gettid_());
+  attrs_of(gettid_(), &nest.before);
+  lanepool_lane_sync(nest.outer, nest_outer, NULL);
+  attrs_of(gettid_(), &nest.after);
+  lanepool_thread_restore(&t);
+  return NULL;
+}
+
+static bool wait_nice(pid_t tid, int nice) {
+  for (int i = 0; i < 10000; i++) {
+    if (nice_of(tid) == nice) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+static void test_nested_borrower_restored(void) {
+  current_test = "nested_borrower_restored";
+  if (mode != MODE_ROOT) return; /* the nices below need the privilege */
+  lanepool_t *pool = escalation_pool("esc19");
+  memset(&nest, 0, sizeof nest);
+  nest.outer = lane_of(pool, LANEPOOL_QOS_UTILITY);
+  nest.inner = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  atomic_store(&gate, 0);
+  pthread_t t, w1, w2;
+  CHECK_RC(pthread_create(&t, NULL, nest_thread, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&nest.in_inner); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pid_t bt = (pid_t)atomic_load(&nest.tid);
+  CHECK(atomic_load(&nest.in_inner) && nest.before.nice == 10);
+  waiter_t a = {nest.inner, LANEPOOL_QOS_DEFAULT, -1, {99, -1}};
+  CHECK_RC(pthread_create(&w1, NULL, waiter_thread, &a), 0);
+  CHECK(wait_nice(bt, 0)); /* raised for the inner lane */
+  waiter_t b = {nest.outer, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  CHECK_RC(pthread_create(&w2, NULL, waiter_thread, &b), 0);
+  CHECK(wait_nice(bt, -5)); /* and for the outer one */
+  atomic_store(&gate, 1);
+  pthread_join(t, NULL);
+  pthread_join(w1, NULL);
+  pthread_join(w2, NULL);
+  CHECK_RC(a.rc, 0);
+  CHECK_RC(b.rc, 0);
+  CHECK(attrs_equal(&nest.before, &nest.after));
+  if (!attrs_equal(&nest.before, &nest.after))
+    fprintf(stderr, "[%s] after: nice %d policy %d (before %d %d)\n", current_test, nest.after.nice,
+            nest.after.policy, nest.before.nice, nest.before.policy);
+  CHECK(unboosted(nest.outer) && unboosted(nest.inner));
+  CHECK(atomic_load(&nest.outer->carried) == 0 && atomic_load(&nest.inner->carried) == 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- a thread of the band running another lane's queue is boosted with it, and goes
  * back to its own lane's band when it gives that lane up (case 1, the carrier) ---- */
 
@@ -1648,6 +1731,7 @@ static void run_suite(void) {
   test_inline_chain_counts_the_callers_band();
   test_inline_borrower_boosted();
   test_adopting_thread_boosted();
+  test_nested_borrower_restored();
   test_chain_rewalked(true);
   test_chain_rewalked(false);
   test_realtime_boost_keeps_slack();
