@@ -8,7 +8,9 @@
 # (the executor variant's code on Swift's own executor: its natural peer); floor (not
 # in the default list: lanepool with /heavy doing no CPU work but sleeping 360 ms, about
 # what a /heavy request takes under the real flood, so the flood keeps its rate and its
-# HTTP and I/O without its CPU work: the tail that wrk, the event loops and loopback set).
+# HTTP and I/O without its CPU work: the tail that wrk, the event loops and loopback set);
+# bg-idle and bg-short (lanepool with the background band as SCHED_IDLE, or with the
+# 100 us EEVDF slice), executor-idle (executor with the background band as SCHED_IDLE).
 # Per round and variant: a fresh server, a warm-up, /interactive alone (idle), then
 # /interactive while 16 connections flood /heavy (flood). Writes out/rounds.jsonl (every
 # measurement), out/results.json (the medians, the rounds, the machine) and prints the
@@ -21,8 +23,8 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(gcd lanepool loops-in executor task)
 rounds=${ROUNDS:-3}
 for v in "${variants[@]}"; do
-  case "$v" in gcd | lanepool | loops-in | executor | task | floor) ;;
-  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor)" >&2; exit 2 ;;
+  case "$v" in gcd | lanepool | loops-in | executor | task | floor | bg-idle | bg-short | executor-idle) ;;
+  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor bg-idle bg-short executor-idle)" >&2; exit 2 ;;
   esac
 done
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
@@ -44,6 +46,9 @@ for r in $(seq 1 "$rounds"); do
     case "$v" in
     loops-in) args=(--offload lanepool --loops-band userInitiated) ;;
     floor) args=(--offload lanepool --heavy-us 0 --heavy-sleep-us 360000) ;;
+    bg-idle) args=(--offload lanepool --background idle) ;;
+    bg-short) args=(--offload lanepool --background short) ;;
+    executor-idle) args=(--offload executor --background idle) ;;
     *) args=(--offload "$v") ;;
     esac
     "$bin" "${args[@]}" --port "$port" > "out/server-$v.log" 2>&1 &

@@ -1,5 +1,5 @@
 // demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
-//             [--heavy-us N] [--heavy-sleep-us N]
+//             [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
@@ -17,57 +17,80 @@ import LanePool
 import NIOPosix
 
 // Before anything touches Swift concurrency (see LanePool.installAsDefaultExecutor).
-if CommandLine.arguments.contains("executor") { try LanePool.installAsDefaultExecutor() }
 
 enum Offload: String, Sendable { case lanepool, gcd, executor, task }
 
 enum Options {
-  static let parsed: (offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int) = {
-    var offload = Offload.lanepool
-    var port = 8080
-    var heavyUs = 20_000
-    var heavySleepUs = 0
-    var loopsBand: LanePool.QoS? = nil
-    var args = CommandLine.arguments.dropFirst().makeIterator()
-    while let a = args.next() {
-      switch a {
-      case "--offload":
-        let name = args.next() ?? ""
-        guard let o = Offload(rawValue: name) else {
-          print("demo-server: unknown offload '\(name)' (lanepool, gcd, executor, task)")
+  static let parsed:
+    (
+      offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int,
+      background: LanePool.BandPolicy?
+    ) = {
+      var background: LanePool.BandPolicy? = nil
+      var offload = Offload.lanepool
+      var port = 8080
+      var heavyUs = 20_000
+      var heavySleepUs = 0
+      var loopsBand: LanePool.QoS? = nil
+      var args = CommandLine.arguments.dropFirst().makeIterator()
+      while let a = args.next() {
+        switch a {
+        case "--offload":
+          let name = args.next() ?? ""
+          guard let o = Offload(rawValue: name) else {
+            print("demo-server: unknown offload '\(name)' (lanepool, gcd, executor, task)")
+            exit(2)
+          }
+          offload = o
+        case "--port": port = Int(args.next() ?? "") ?? port
+        case "--heavy-us":  // the CPU work of one /heavy request; 0: none (the floor run)
+          guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
+            print("demo-server: --heavy-us wants microseconds from 0 to 10,000,000")
+            exit(2)
+          }
+          heavyUs = us
+        case "--heavy-sleep-us":  // /heavy also sleeps this long before it answers (the floor run)
+          guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
+            print("demo-server: --heavy-sleep-us wants microseconds from 0 to 10,000,000")
+            exit(2)
+          }
+          heavySleepUs = us
+        case "--background":  // the background band's policy: idle (SCHED_IDLE) or short (100 us slice)
+          var p = LanePool.BandPolicy.default(for: .background)
+          switch args.next() ?? "" {
+          case "idle": p.scheduler = .idle
+          case "short": p.slice = .microseconds(100)
+          default:
+            print("demo-server: --background wants idle (SCHED_IDLE) or short (the 100 us EEVDF slice)")
+            exit(2)
+          }
+          background = p
+        case "--loops-band":
+          let name = args.next() ?? ""
+          guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
+            print("demo-server: --loops-band wants one of \(LanePool.QoS.allCases.map { "\($0)" })")
+            exit(2)
+          }
+          loopsBand = qos
+        default:
+          print(
+            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]"
+          )
           exit(2)
         }
-        offload = o
-      case "--port": port = Int(args.next() ?? "") ?? port
-      case "--heavy-us":  // the CPU work of one /heavy request; 0: none (the floor run)
-        guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
-          print("demo-server: --heavy-us wants microseconds from 0 to 10,000,000")
-          exit(2)
-        }
-        heavyUs = us
-      case "--heavy-sleep-us":  // /heavy also sleeps this long before it answers (the floor run)
-        guard let us = Int(args.next() ?? ""), us >= 0, us <= 10_000_000 else {
-          print("demo-server: --heavy-sleep-us wants microseconds from 0 to 10,000,000")
-          exit(2)
-        }
-        heavySleepUs = us
-      case "--loops-band":
-        let name = args.next() ?? ""
-        guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
-          print("demo-server: --loops-band wants one of \(LanePool.QoS.allCases.map { "\($0)" })")
-          exit(2)
-        }
-        loopsBand = qos
-      default:
-        print(
-          "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N]"
-        )
-        exit(2)
       }
-    }
-    return (offload, port, loopsBand, heavyUs, heavySleepUs)
-  }()
+      return (offload, port, loopsBand, heavyUs, heavySleepUs, background)
+    }()
 }
+
+// Before the default pool's first use: its background band's policy, then (executor) the
+// pool as the process's executor.
+if let p = Options.parsed.background {
+  var config = LanePool.Configuration()
+  config.policies[.background] = p
+  try LanePool.configureDefault(config)
+}
+if Options.parsed.offload == .executor { try LanePool.installAsDefaultExecutor() }
 let offload = Options.parsed.offload
 let port = Options.parsed.port
 
