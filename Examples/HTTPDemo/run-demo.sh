@@ -10,7 +10,10 @@
 # what a /heavy request takes under the real flood, so the flood keeps its rate and its
 # HTTP and I/O without its CPU work: the tail that wrk, the event loops and loopback set);
 # bg-idle and bg-short (lanepool with the background band as SCHED_IDLE, or with the
-# 100 us EEVDF slice), executor-idle (executor with the background band as SCHED_IDLE).
+# 100 us EEVDF slice), executor-idle (executor with the background band as SCHED_IDLE),
+# executor-spin (executor with Configuration.interactiveSpin 1 ms: a userInteractive lane
+# stays awake 1 ms after its last task), executor-cores (executor with the default pool's
+# lanes pinned one per CPU: LANEPOOL_DEFAULT_PLACEMENT=cores).
 # Per round and variant: a fresh server, a warm-up, /interactive alone (idle), then
 # /interactive while 16 connections flood /heavy (flood). Writes out/rounds.jsonl (every
 # measurement), out/results.json (the medians, the rounds, the machine) and prints the
@@ -23,8 +26,8 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(gcd lanepool loops-in executor task)
 rounds=${ROUNDS:-3}
 for v in "${variants[@]}"; do
-  case "$v" in gcd | lanepool | loops-in | executor | task | floor | bg-idle | bg-short | executor-idle) ;;
-  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor bg-idle bg-short executor-idle)" >&2; exit 2 ;;
+  case "$v" in gcd | lanepool | loops-in | executor | task | floor | bg-idle | bg-short | executor-idle | executor-spin | executor-cores) ;;
+  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor bg-idle bg-short executor-idle executor-spin executor-cores)" >&2; exit 2 ;;
   esac
 done
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
@@ -49,9 +52,13 @@ for r in $(seq 1 "$rounds"); do
     bg-idle) args=(--offload lanepool --background idle) ;;
     bg-short) args=(--offload lanepool --background short) ;;
     executor-idle) args=(--offload executor --background idle) ;;
+    executor-spin) args=(--offload executor --interactive-spin-us 1000) ;;
+    executor-cores) args=(--offload executor) ;;
     *) args=(--offload "$v") ;;
     esac
-    "$bin" "${args[@]}" --port "$port" > "out/server-$v.log" 2>&1 &
+    placement=none
+    [ "$v" = executor-cores ] && placement=cores
+    LANEPOOL_DEFAULT_PLACEMENT=$placement "$bin" "${args[@]}" --port "$port" > "out/server-$v.log" 2>&1 &
     server=$!
     trap 'kill $server 2>/dev/null || true' EXIT
     for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/interactive" >/dev/null && break; sleep 0.2; done

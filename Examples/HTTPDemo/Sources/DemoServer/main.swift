@@ -1,5 +1,6 @@
 // demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
 //             [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]
+//             [--interactive-spin-us N]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
@@ -24,9 +25,10 @@ enum Options {
   static let parsed:
     (
       offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int,
-      background: LanePool.BandPolicy?
+      background: LanePool.BandPolicy?, interactiveSpin: Duration?
     ) = {
       var background: LanePool.BandPolicy? = nil
+      var interactiveSpin: Duration? = nil
       var offload = Offload.lanepool
       var port = 8080
       var heavyUs = 20_000
@@ -65,6 +67,12 @@ enum Options {
             exit(2)
           }
           background = p
+        case "--interactive-spin-us":  // Configuration.interactiveSpin of the default pool
+          guard let us = Int(args.next() ?? ""), us > 0, us <= 100_000 else {
+            print("demo-server: --interactive-spin-us wants microseconds from 1 to 100,000")
+            exit(2)
+          }
+          interactiveSpin = .microseconds(us)
         case "--loops-band":
           let name = args.next() ?? ""
           guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
@@ -74,20 +82,21 @@ enum Options {
           loopsBand = qos
         default:
           print(
-            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]"
+            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short] [--interactive-spin-us N]"
           )
           exit(2)
         }
       }
-      return (offload, port, loopsBand, heavyUs, heavySleepUs, background)
+      return (offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin)
     }()
 }
 
 // Before the default pool's first use: its background band's policy, then (executor) the
 // pool as the process's executor.
-if let p = Options.parsed.background {
+if Options.parsed.background != nil || Options.parsed.interactiveSpin != nil {
   var config = LanePool.Configuration()
-  config.policies[.background] = p
+  if let p = Options.parsed.background { config.policies[.background] = p }
+  config.interactiveSpin = Options.parsed.interactiveSpin
   try LanePool.configureDefault(config)
 }
 if Options.parsed.offload == .executor { try LanePool.installAsDefaultExecutor() }
