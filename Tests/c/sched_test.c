@@ -25,8 +25,30 @@
  * from the (default-band) scenario thread. Either changes B's band while the chain waits:
  * the waiter is told and moves its boost, racing C's answer and a stop. Every run checks,
  * right before its pool is freed (the AT_FREE point; every lane joined, every call out),
- * that every lane's boost_waiting counts are 0, its boost_band its own band and its
- * chain_waiters list empty.
+ * that every lane's boost_waiting counts are 0, its boost_band its own band, its
+ * chain_waiters list empty, and no carrier recorded (carried 0, carrier.band 0).
+ * The carrier (band.c, "The carrier"; docs/priorities.md, "Which thread"): a thread
+ * that holds C's exclusion from outside while C is boosted runs at the boost and puts
+ * itself back when it gives C up. borrow: a thread enters the background band
+ * (lanepool_thread_enter_band) and runs a closure inline on the idle C
+ * (lanepool_lane_sync; queued, and run by C's thread, when C is busy) that passes the
+ * turn twice. borrow-late: the same once a boost has begun (the boost before the take).
+ * borrow-next: a second borrower, once the first one's closure has ended (it takes C
+ * right after the first gives it up, or queues if the first still holds it). boost-c:
+ * lanepool_lane_boost_begin(C, userInteractive), two points, lanepool_lane_boost_end.
+ * boost-in: begins once the first closure runs, one point, ends (racing the closure's
+ * end); boost-inend: the same, and the closure waits until it has ended (the carrier
+ * stays raised with no waiter left); boost-out: begins once the closure runs, ends once
+ * every borrower's sync has returned. wait-c: a queued sync onto C from a
+ * userInteractive-band thread (it boosts C while queued); wait-in: the same once the
+ * first closure runs (queued behind it, as a rule). Each borrower checks, once its sync
+ * has returned, that it has exactly what it had before it (nice, policy, the
+ * sched_getattr fields, I/O priority, timer slack: the background band's, nice 10);
+ * each closure checks, at each of its points, that if its thread holds C from outside
+ * while C is boosted and no other carrier is recorded or being looked for, it is C's
+ * recorded carrier and (where the pool's userInteractive lane got that nice: root) runs
+ * at the userInteractive nice. The report counts the schedules in which a borrower ran
+ * its closure raised.
  * band.c has no injection point, so a boost, a tell and a rewalk each run within one
  * turn (the waiter, woken by a tell, resumes at its futex's AT_RESUME). Built with
  * -DSCHED_WRAP_BOOST_LOCK -Wl,--wrap=pthread_mutex_lock -Wl,--wrap=pthread_mutex_unlock,
@@ -35,6 +57,14 @@
  * ticket swap and its drop of the old count, a boost count's change and its update, a
  * listing and the band read. (Not between rewalk's read of its ticket and its CAS: that
  * window, the CAS that loses to the answer, only real concurrency reaches.)
+ * Nor does the plain build split the carrier's Dekker pair (an update's store of
+ * carried = LOOK and its look at excl, against a holder's store of excl = 0 and its
+ * look at carried): both halves run within one turn. Built with -DSCHED_WRAP_SYSCALL
+ * -Wl,--wrap=syscall, a point follows every sched_getattr and sched_setattr that names
+ * a thread by id: inside carrier_raise, under boost_lock, between the update's look at
+ * excl and its store of carried, where the holder may then give C up (it waits for the
+ * watchdog if it needs that boost_lock). Breaking the pair (no LOOK store) fails
+ * borrow scenarios there, not in the plain build. Both wraps may be combined.
  * Each run checks: every accepted task ran or was handed to the discard callback,
  * exactly once, a refused one neither; a sync that returned 0 ran once, one that
  * returned an error never; every return code is one the API documents; the run ends
@@ -68,7 +98,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -77,6 +109,9 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,11 +130,23 @@ enum {
   OP_CHAIN2,
   OP_BOOST_B,
   OP_SYNC_B,
+  OP_BORROW,
+  OP_BORROW_LATE,
+  OP_BORROW_NEXT,
+  OP_BOOST_C,
+  OP_BOOST_IN,
+  OP_BOOST_INEND,
+  OP_BOOST_OUT,
+  OP_WAIT_C,
+  OP_WAIT_IN,
   OP_NONE = -1
 };
-static const char *const op_names[] = {"async", "sync",   "after",   "follow", "timer-from-task",
-                                       "drain", "cancel", "destroy", "stuck",  "orphan",
-                                       "chain", "chain2", "boost-b", "sync-b"};
+static const char *const op_names[] = {
+    "async",    "sync",        "after",     "follow",      "timer-from-task", "drain",
+    "cancel",   "destroy",     "stuck",     "orphan",      "chain",           "chain2",
+    "boost-b",  "sync-b",      "borrow",    "borrow-late", "borrow-next",     "boost-c",
+    "boost-in", "boost-inend", "boost-out", "wait-c",      "wait-in"};
+_Static_assert(sizeof op_names / sizeof op_names[0] == OP_WAIT_IN + 1, "op names");
 
 typedef struct {
   int ops[3];
@@ -171,6 +218,27 @@ static const scenario scenarios[] = {
     {{OP_CHAIN2, OP_SYNC_B, OP_NONE}, NULL},
     {{OP_CHAIN2, OP_BOOST_B, OP_CANCEL}, NULL},
     {{OP_CHAIN2, OP_SYNC_B, OP_DESTROY}, NULL},
+    /* The carrier (band.c, "The carrier"): a background-band thread runs a closure inline
+     * on the idle background lane C while C is boosted to userInteractive, by
+     * boost_begin/end at various moments or by a userInteractive waiter queued behind the
+     * closure; a second borrower right after the first; the stops (no destroy with a
+     * boost_begin/end: an end after destroy returned would be the caller's error). */
+    {{OP_BORROW, OP_BOOST_C, OP_NONE}, NULL},
+    {{OP_BORROW_LATE, OP_BOOST_C, OP_NONE}, NULL},
+    {{OP_BORROW, OP_BOOST_IN, OP_NONE}, NULL},
+    {{OP_BORROW, OP_BOOST_INEND, OP_NONE}, NULL},
+    {{OP_BORROW, OP_BOOST_OUT, OP_NONE}, NULL},
+    {{OP_BORROW, OP_WAIT_C, OP_NONE}, NULL},
+    {{OP_BORROW, OP_WAIT_IN, OP_NONE}, NULL},
+    {{OP_BORROW, OP_BORROW_NEXT, OP_BOOST_C}, NULL},
+    {{OP_BORROW, OP_BORROW_NEXT, OP_BOOST_OUT}, NULL},
+    {{OP_BORROW, OP_BORROW_NEXT, OP_WAIT_IN}, NULL},
+    {{OP_BORROW, OP_BOOST_C, OP_DRAIN}, NULL},
+    {{OP_BORROW, OP_BOOST_IN, OP_CANCEL}, NULL},
+    {{OP_BORROW, OP_WAIT_IN, OP_DRAIN}, NULL},
+    {{OP_BORROW, OP_WAIT_IN, OP_CANCEL}, NULL},
+    {{OP_BORROW, OP_WAIT_C, OP_DESTROY}, NULL},
+    {{OP_BORROW, OP_WAIT_IN, OP_DESTROY}, NULL},
 };
 #define SCENARIO_COUNT (sizeof scenarios / sizeof scenarios[0])
 
@@ -295,6 +363,168 @@ static void chain2_fn(void *ctx) {
       lanepool_lane_sync_flags(lane_c, chain2_mid_fn, id_ctx(id + 1), LANEPOOL_SYNC_QUEUED);
 }
 
+/* ---- the carrier: C = lane_c (background), borrowed inline by background-band threads ---- */
+
+/* This run's carrier books: the first borrower's progress (borrow, borrow-late), how many
+ * borrowers there are and how many returned, whether a boost has begun (borrow-late
+ * waits for it), and the closure's hold (boost-inend opens it once its boost ended). */
+static _Atomic int cr_in_closure, cr_closure_done, cr_first_done, cr_boost_on, cr_hold_open;
+static _Atomic int cr_borrowers, cr_returned;
+/* A borrower ran its closure inline, raised, in this run (for the report's count). */
+static _Atomic int cr_raised_seen;
+/* The band the boosts name (userInteractive): its nice, what a raised carrier runs at
+ * (root only: -1000 when the raise cannot reach it, then only the restore is checked). */
+static int cr_raised_nice = -1000;
+/* What a carrier check found, or "" (first failure only). */
+static char carrier_fail[240];
+static _Atomic int carrier_failed;
+
+static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
+
+static void carrier_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void carrier_failf(const char *fmt, ...) {
+  if (atomic_exchange(&carrier_failed, 1)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(carrier_fail, sizeof carrier_fail, fmt, ap);
+  va_end(ap);
+}
+
+/* A thread's scheduling settings as the carrier saves and puts them back. */
+typedef struct {
+  int nice, policy, ioprio;
+  long slack;
+  lanepool__sched_attr attr;
+} attrs_t;
+
+static void own_attrs(attrs_t *a) {
+  memset(a, 0, sizeof *a);
+  errno = 0;
+  a->nice = getpriority(PRIO_PROCESS, (id_t)own_tid());
+  a->policy = sched_getscheduler(0);
+  a->ioprio = lanepool__get_ioprio(own_tid());
+  a->slack = (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  (void)lanepool__get_attr(0, &a->attr);
+}
+
+static bool attrs_equal(const attrs_t *a, const attrs_t *b) {
+  return a->nice == b->nice && a->policy == b->policy && a->ioprio == b->ioprio &&
+         a->slack == b->slack && a->attr.sched_policy == b->attr.sched_policy &&
+         a->attr.sched_flags == b->attr.sched_flags && a->attr.sched_nice == b->attr.sched_nice &&
+         a->attr.sched_priority == b->attr.sched_priority &&
+         a->attr.sched_runtime == b->attr.sched_runtime;
+}
+
+/* In a closure on C: if this thread holds C from outside (inline) while C is boosted, it
+ * is C's recorded carrier and runs at the boost's nice. Not while another carrier is
+ * recorded or an update looks (carried another tid, or LOOK): the last carrier raises
+ * this one once it has put itself back (band.c, lanepool__carrier_give). A closure run
+ * by C's own thread (a queued sync) is no carrier. */
+static void carrier_look(const char *where) {
+  lanepool_lane_t *l = lane_c;
+  uint32_t me = (uint32_t)own_tid();
+  if (me == (uint32_t)atomic_load(&l->tid) || atomic_load(&l->excl) != me) return;
+  uint32_t band = atomic_load(&l->boost_band), carried = atomic_load(&l->carried);
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, (id_t)me);
+  if (cr_raised_nice != -1000 && nice == cr_raised_nice) atomic_store(&cr_raised_seen, 1);
+  if (band == l->band || (carried != 0 && carried != me)) return;
+  if (carried != me || (cr_raised_nice != -1000 && nice != cr_raised_nice))
+    carrier_failf("borrower %u holds C boosted to band %u %s at nice %d (want %d), carried %u", me,
+                  band, where, nice, cr_raised_nice, carried);
+}
+
+/* borrow's closure, inline on C (or run by C's thread if the sync queued): passes the
+ * turn twice, then waits while boost-inend holds it. */
+static void borrow_fn(void *ctx) {
+  atomic_fetch_add(&ran[ctx_id(ctx)], 1);
+  atomic_store(&cr_in_closure, 1);
+  carrier_look("at the closure's start");
+  sched_point(LANEPOOL__AT_STATE);
+  carrier_look("in the closure");
+  sched_point(LANEPOOL__AT_STATE);
+  carrier_look("in the closure");
+  while (!atomic_load(&cr_hold_open)) sched_point(LANEPOOL__AT_SPIN);
+  carrier_look("at the closure's end");
+  atomic_store(&cr_closure_done, 1);
+}
+
+/* borrow-next's closure: one turn passed. */
+static void borrow_next_fn(void *ctx) {
+  atomic_fetch_add(&ran[ctx_id(ctx)], 1);
+  carrier_look("at the closure's start (second borrower)");
+  sched_point(LANEPOOL__AT_STATE);
+  carrier_look("at the closure's end (second borrower)");
+}
+
+/* A borrower: a thread in the background band syncs onto C (inline when C is idle).
+ * Once its sync has returned it has exactly the settings it had before. */
+static void borrow_op(int op, int idx, int id) {
+  lanepool_band_token_t tok;
+  int erc = lanepool_thread_enter_band(LANEPOOL_QOS_BACKGROUND, 0, &tok);
+  if (erc) carrier_failf("lanepool_thread_enter_band(background): %d", erc);
+  if (op == OP_BORROW_LATE) /* the boost begins before the take */
+    while (!atomic_load(&cr_boost_on)) sched_point(LANEPOOL__AT_SPIN);
+  if (op == OP_BORROW_NEXT) /* right after the first borrower's closure */
+    while (!atomic_load(&cr_closure_done) && !atomic_load(&cr_first_done))
+      sched_point(LANEPOOL__AT_SPIN);
+  attrs_t before, after;
+  own_attrs(&before);
+  is_sync[id] = true;
+  atomic_store(&entered[idx], 1);
+  op_rc[idx] = sync_rc[id] =
+      lanepool_lane_sync(lane_c, op == OP_BORROW_NEXT ? borrow_next_fn : borrow_fn, id_ctx(id));
+  own_attrs(&after);
+  if (!attrs_equal(&before, &after))
+    carrier_failf("borrower %d (%s, sync %d) not put back: nice %d policy %d io %d slice %llu, "
+                  "before nice %d policy %d io %d slice %llu",
+                  (int)own_tid(), op_names[op], op_rc[idx], after.nice, after.policy, after.ioprio,
+                  (unsigned long long)after.attr.sched_runtime, before.nice, before.policy,
+                  before.ioprio, (unsigned long long)before.attr.sched_runtime);
+  if (op != OP_BORROW_NEXT) atomic_store(&cr_first_done, 1);
+  atomic_fetch_add(&cr_returned, 1);
+  if (!erc) (void)lanepool_thread_restore(&tok);
+}
+
+/* boost-c and its variants: lanepool_lane_boost_begin(C, userInteractive) ... _end.
+ *  boost-c      begins and ends whenever the schedule says (two turns passed between).
+ *  boost-in     begins once the first borrower's closure runs (or it returned), ends after
+ *               a turn: racing the closure's end.
+ *  boost-inend  the same, and holds the closure until it ended: the carrier stays raised
+ *               with no waiter left, until it gives C up.
+ *  boost-out    begins as boost-in, ends once every borrower's sync returned. */
+static void boost_c_op(int op, int idx) {
+  lanepool_boost_t b;
+  atomic_store(&entered[idx], 1);
+  if (op != OP_BOOST_C)
+    while (!atomic_load(&cr_in_closure) && !atomic_load(&cr_first_done))
+      sched_point(LANEPOOL__AT_SPIN);
+  op_rc[idx] = lanepool_lane_boost_begin(lane_c, LANEPOOL_QOS_USER_INTERACTIVE, &b);
+  atomic_store(&cr_boost_on, 1);
+  sched_point(LANEPOOL__AT_STATE);
+  if (op == OP_BOOST_C) sched_point(LANEPOOL__AT_STATE);
+  if (op == OP_BOOST_OUT)
+    while (atomic_load(&cr_returned) < atomic_load(&cr_borrowers)) sched_point(LANEPOOL__AT_SPIN);
+  op_rc2[idx] = op_rc[idx] ? 0 : lanepool_lane_boost_end(&b);
+  if (op == OP_BOOST_INEND) atomic_store(&cr_hold_open, 1);
+}
+
+/* wait-c: a userInteractive-band thread's queued sync onto C: it boosts C while queued,
+ * behind a borrower's closure or not. wait-in: the same once the first borrower's
+ * closure runs (or it returned): queued behind it, as a rule. */
+static void wait_c_op(int op, int idx, int id) {
+  lanepool_band_token_t tok;
+  int erc = lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &tok);
+  if (op == OP_WAIT_IN)
+    while (!atomic_load(&cr_in_closure) && !atomic_load(&cr_first_done))
+      sched_point(LANEPOOL__AT_SPIN);
+  is_sync[id] = true;
+  atomic_store(&entered[idx], 1);
+  op_rc[idx] = sync_rc[id] =
+      lanepool_lane_sync_flags(lane_c, task_fn, id_ctx(id), LANEPOOL_SYNC_QUEUED);
+  if (!erc) (void)lanepool_thread_restore(&tok);
+}
+
 /* The check before the pool is freed (the AT_FREE point, reached by whoever destroys it:
  * every lane joined, every call out): no escalation is left on any lane. */
 static void free_hook(int point, void *arg) {
@@ -310,6 +540,14 @@ static void free_hook(int point, void *arg) {
       snprintf(boost_fail, sizeof boost_fail,
                "escalation left on lane %s: %u waiting, band %u (own %u), chain_waiters %p",
                l->name, held, band, l->band, (void *)l->chain_waiters);
+      return;
+    }
+    /* No carrier recorded: every one put itself back when it gave the lane up. */
+    uint32_t carried = atomic_load(&l->carried);
+    if (carried || l->carrier.band) {
+      snprintf(boost_fail, sizeof boost_fail,
+               "a carrier left on lane %s: carried %u, carrier band %u (home %p)", l->name, carried,
+               l->carrier.band, (void *)l->carrier.home);
       return;
     }
   }
@@ -353,6 +591,29 @@ static void note_boost_locks(lanepool_t *p) {
 }
 #else
 static void note_boost_locks(lanepool_t *p) { (void)p; }
+#endif
+
+#ifdef SCHED_WRAP_SYSCALL
+/* A point right after every sched_getattr and sched_setattr that names a thread by id
+ * (see the top): inside a carrier's raise (band.c, carrier_raise reads the holder's
+ * settings, then sets them), under boost_lock, between the update's look at `excl` and
+ * its store of `carried`; and inside a boost of a lane's thread. A thread that then
+ * needs that boost_lock waits for the watchdog. */
+long __real_syscall(long n, ...);
+long __wrap_syscall(long n, ...) {
+  va_list ap;
+  va_start(ap, n);
+  long a[6];
+  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
+  va_end(ap);
+  long r = __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if ((n == SYS_sched_getattr || n == SYS_sched_setattr) && a[0] != 0) {
+    int e = errno;
+    sched_point(LANEPOOL__AT_STATE);
+    errno = e;
+  }
+  return r;
+}
 #endif
 
 static void discard_fn(lanepool_fn fn, void *ctx, void *arg) {
@@ -442,6 +703,21 @@ static void *op_thread(void *p) {
     atomic_store(&entered[idx], 1);
     op_rc[idx] = sync_rc[id] =
         lanepool_lane_sync_flags(lane_b, task_fn, id_ctx(id), LANEPOOL_SYNC_QUEUED);
+    break;
+  case OP_BORROW:
+  case OP_BORROW_LATE:
+  case OP_BORROW_NEXT:
+    borrow_op(op, idx, id);
+    break;
+  case OP_BOOST_C:
+  case OP_BOOST_IN:
+  case OP_BOOST_INEND:
+  case OP_BOOST_OUT:
+    boost_c_op(op, idx);
+    break;
+  case OP_WAIT_C:
+  case OP_WAIT_IN:
+    wait_c_op(op, idx, id);
     break;
   case OP_DESTROY:
     op_rc[idx] = lanepool_destroy(pool);
@@ -562,9 +838,18 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
       break;
     case OP_SYNC:
     case OP_SYNC_B:
+    case OP_BORROW:
+    case OP_BORROW_LATE:
+    case OP_BORROW_NEXT:
+    case OP_WAIT_C:
+    case OP_WAIT_IN:
       ok = rc_in(rc, 0, ESHUTDOWN, ECANCELED);
       break;
     case OP_BOOST_B:
+    case OP_BOOST_C:
+    case OP_BOOST_IN:
+    case OP_BOOST_INEND:
+    case OP_BOOST_OUT:
       ok = rc == 0 && op_rc2[i] == 0;
       break;
     case OP_DRAIN:
@@ -605,8 +890,9 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
       return false;
     }
   }
-  if (boost_fail[0]) {
-    snprintf(why, cap, "%s", boost_fail);
+  if (boost_fail[0] || atomic_load(&carrier_failed)) {
+    snprintf(why, cap, "%s%s%s", carrier_fail, carrier_fail[0] && boost_fail[0] ? "; " : "",
+             boost_fail);
     return false;
   }
   return true;
@@ -640,6 +926,23 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
   }
   atomic_store(&cancel_begun, 0);
   boost_fail[0] = '\0';
+  int borrowers = 0;
+  bool holds = false;
+  for (int i = 0; i < n; i++) {
+    borrowers +=
+        sc->ops[i] == OP_BORROW || sc->ops[i] == OP_BORROW_LATE || sc->ops[i] == OP_BORROW_NEXT;
+    holds |= sc->ops[i] == OP_BOOST_INEND;
+  }
+  atomic_store(&cr_in_closure, 0);
+  atomic_store(&cr_closure_done, 0);
+  atomic_store(&cr_first_done, 0);
+  atomic_store(&cr_boost_on, 0);
+  atomic_store(&cr_hold_open, !holds);
+  atomic_store(&cr_borrowers, borrowers);
+  atomic_store(&cr_returned, 0);
+  atomic_store(&cr_raised_seen, 0);
+  atomic_store(&carrier_failed, 0);
+  carrier_fail[0] = '\0';
   running = sc;
   alarm(hang_cap_s);
   pool = make_pool();
@@ -647,6 +950,11 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
       lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, 0, &lane_b) ||
       lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &lane_c))
     abort();
+  /* The nice a raised carrier runs at: the userInteractive band's, where the pool's own
+   * lane got it (privilege); else only the restore is checked. */
+  lanepool_lane_t *ui = NULL;
+  if (lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, 0, &ui)) abort();
+  cr_raised_nice = ui->applied.nice.got == ui->policy.nice ? ui->policy.nice : -1000;
   note_boost_locks(pool);
   wait_pool_quiet(pool);
   sched_begin(seed, st, 3, pct_steps, (uint32_t)n, watchdog_us);
@@ -667,11 +975,17 @@ static bool run_one(const scenario *sc, sched_strategy st, uint64_t seed, uint32
   return books_balance(sc, why, cap);
 }
 
+/* What a forked schedule hands back: its scheduler's numbers and cr_raised_seen. */
+typedef struct {
+  sched_stats stats;
+  int raised;
+} run_shared;
+
 /* --fork: the schedule runs in a child, so that a hang or a sanitizer report ends that
  * schedule only. 0: it passed; 1: books; 2: hang; 3: anything else. */
 static int run_forked(const scenario *sc, sched_strategy st, uint64_t seed, uint32_t pct_steps,
                       sched_stats *stats) {
-  static sched_stats *shared;
+  static run_shared *shared;
   if (!shared) {
     shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED) abort();
@@ -682,14 +996,16 @@ static int run_forked(const scenario *sc, sched_strategy st, uint64_t seed, uint
   pid_t pid = fork();
   if (pid < 0) abort();
   if (pid == 0) {
-    char why[300];
-    bool ok = run_one(sc, st, seed, pct_steps, shared, why, sizeof why);
+    char why[600];
+    bool ok = run_one(sc, st, seed, pct_steps, &shared->stats, why, sizeof why);
+    shared->raised = atomic_load(&cr_raised_seen);
     if (!ok) fprintf(stderr, "FAIL %s: %s\n", run_desc, why);
     _exit(ok ? 0 : 4); /* not 1: the sanitizers' exit status */
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  *stats = *shared;
+  *stats = shared->stats;
+  atomic_store(&cr_raised_seen, shared->raised);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 4) return 1;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3) return 2;
@@ -776,10 +1092,11 @@ int main(int argc, char **argv) {
       sched_strategy st = k == 0 ? SCHED_PCT : SCHED_RANDOM;
       if (strat && strcmp(strat, sched_strategy_name(st)) != 0) continue;
       uint64_t steps = 0, max_steps = 0, fallbacks = 0, waits = 0, vain = 0, done = 0;
+      uint64_t raised = 0; /* schedules where a borrower ran its closure raised */
       /* PCT's length estimate: the longest run seen so far (or --pct-steps) */
       uint32_t pct_steps = fixed_pct_steps ? fixed_pct_steps : 64;
       bool ok = true;
-      char why[300];
+      char why[600];
       range_first = first_seed;
       uint64_t bad[4] = {0}, first_bad[4] = {0}; /* --fork: books, hang, crash/sanitizer */
       uint32_t first_steps[4] = {0};             /* pct_steps of first_bad's run */
@@ -798,6 +1115,7 @@ int main(int argc, char **argv) {
           ok = run_one(sc, st, first_seed + r, pct_steps, &st_run, why, sizeof why);
         }
         done++;
+        raised += atomic_load(&cr_raised_seen) != 0;
         steps += st_run.steps;
         fallbacks += st_run.fallbacks;
         waits += st_run.waits;
@@ -823,6 +1141,12 @@ int main(int argc, char **argv) {
              done ? (double)steps / (double)done : 0.0, (unsigned long long)max_steps,
              done ? (double)waits / (double)done : 0.0, done ? (double)vain / (double)done : 0.0,
              (unsigned long long)fallbacks, ok ? "" : "  FAILED");
+      bool borrows = false;
+      for (int i = 0; i < op_count(sc); i++)
+        borrows |= sc->ops[i] == OP_BORROW || sc->ops[i] == OP_BORROW_LATE;
+      if (borrows)
+        printf("    a borrower ran its closure raised (C's carrier) in %llu of %llu schedules\n",
+               (unsigned long long)raised, (unsigned long long)done);
       static const char *const kinds[] = {"", "books", "hang", "crash or sanitizer report"};
       for (int kind = 1; kind < 4; kind++)
         if (bad[kind]) {
