@@ -595,7 +595,16 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
   }
   if (owed.band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
     owed.saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
-    (void)lanepool__set_attr(0, &owed.saved);
+    /* The kernel's default slice first (sched_getattr shows a slice either way): a
+     * slice written back would be a custom one, no longer following the default. */
+    uint64_t slice = owed.saved.sched_runtime;
+    owed.saved.sched_runtime = 0;
+    lanepool__sched_attr now;
+    if (lanepool__set_attr(0, &owed.saved) == 0 && !is_rt((int)owed.saved.sched_policy) &&
+        lanepool__get_attr(0, &now) == 0 && now.sched_runtime != slice) {
+      owed.saved.sched_runtime = slice;
+      (void)lanepool__set_attr(0, &owed.saved);
+    }
     if (owed.saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed.saved_ioprio);
     if (owed.rt && owed.saved_slack)
       (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed.saved_slack, 0, 0, 0);
