@@ -105,9 +105,17 @@
 
   /// What the previous pass saw of one lane.
   private struct LaneSample {
-    var tasks: UInt64  // tasks executed, probes excluded
     var busyNs: UInt64
     var at: UInt64  // uptime ns
+  }
+
+  /// What the previous pass saw of the band: its lanes, and the tasks its lanes' threads
+  /// executed, probes excluded. Counted for the band, not per lane: a lane's thread may
+  /// run another lane's queue, probe included (that lane's thread away), and counts what
+  /// it ran.
+  private struct BandSample {
+    var lanes: [LaneSample]
+    var tasks: UInt64
   }
 
   private final class BandMetrics: Sendable {
@@ -120,7 +128,7 @@
     let busyTime: FloatingPointCounter
     let busyRatio: Gauge
     // Touched by sample() only; the Mutex makes that safe to call from anywhere.
-    let previous: Mutex<[LaneSample]>
+    let previous: Mutex<BandSample>
 
     init(pool: LanePool, qos: QoS, factory: any MetricsFactory) {
       typealias L = LanePoolMetrics.Label
@@ -134,11 +142,11 @@
       busyTime = FloatingPointCounter(label: L.busyTime, dimensions: dims, factory: factory)
       busyRatio = Gauge(label: L.busyRatio, dimensions: dims, factory: factory)
       let now = DispatchTime.now().uptimeNanoseconds
+      let infos = lanes.map { $0.info }
       previous = Mutex(
-        lanes.map { lane in
-          let i = lane.info
-          return LaneSample(tasks: i.tasksExecuted, busyNs: nanoseconds(i.busyTime), at: now)
-        })
+        BandSample(
+          lanes: infos.map { LaneSample(busyNs: nanoseconds($0.busyTime), at: now) },
+          tasks: infos.reduce(0) { $0 + $1.tasksExecuted }))
     }
 
     func sample() {
@@ -147,28 +155,30 @@
       var busy: UInt64 = 0
       var span: UInt64 = 0
       previous.withLock { prev in
+        let infos = lanes.map { $0.info }
+        // A lane's thread counts a task after it returns, with a release store that the
+        // info reads above load; this fence makes every probe start that happened before
+        // a counted probe's end visible below. So `started` covers every probe in the
+        // lanes' counts, and at most one more per lane (those running now): the
+        // difference is a lower bound of the other tasks run, exact once they are counted.
+        atomicMemoryFence(ordering: .acquiring)
+        let probesStarted = probes.reduce(0) { $0 + $1.started.load(ordering: .relaxed) }
+        let executedAll = infos.reduce(0) { $0 + $1.tasksExecuted }
+        let tasks = executedAll >= probesStarted ? executedAll - probesStarted : 0
+        if tasks > prev.tasks {
+          executed.increment(by: Int64(clamping: tasks - prev.tasks))
+          prev.tasks = tasks
+        }
         for (k, lane) in lanes.enumerated() {
-          let info = lane.info
-          // The lane counts a task after it returns, with a release store that the info
-          // read above loads; this fence makes every probe start that happened before
-          // a counted probe's end visible below. So `started` covers every probe in
-          // `tasksExecuted`, and at most one more (the one running now): the difference
-          // is a lower bound of the other tasks run, exact once that probe is counted.
-          atomicMemoryFence(ordering: .acquiring)
-          let probesStarted = probes[k].started.load(ordering: .relaxed)
-          let tasks = info.tasksExecuted >= probesStarted ? info.tasksExecuted - probesStarted : 0
+          let info = infos[k]
           let busyNs = nanoseconds(info.busyTime)
-          if tasks > prev[k].tasks {
-            executed.increment(by: Int64(clamping: tasks - prev[k].tasks))
-            prev[k].tasks = tasks
-          }
-          let busyDelta = busyNs &- prev[k].busyNs
+          let busyDelta = busyNs &- prev.lanes[k].busyNs
           if busyDelta > 0 { busyTime.increment(by: Double(busyDelta) / 1e9) }
           busy += busyDelta
-          span += now &- prev[k].at
+          span += now &- prev.lanes[k].at
           totalDepth += info.depth
-          prev[k].busyNs = busyNs
-          prev[k].at = now
+          prev.lanes[k].busyNs = busyNs
+          prev.lanes[k].at = now
           sendProbe(lane, probes[k])
         }
       }
