@@ -560,12 +560,11 @@ static void lane_refresh(lanepool_lane_t *lane);
 /* A thread outside the pool that carried lanes nested (an inline closure inside an
  * inline closure) gets back the weakest settings their records saved: what it had
  * before its first raise, since raises only raise. Put back once it holds no lane. */
-static __thread lanepool__carrier owed;
-__thread bool lanepool__carrier_owed;
+__thread lanepool__carrier lanepool__carrier_owed;
 
 void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_more) {
   if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
-  lanepool__carrier c = {0};
+  lanepool__carrier c = {0}, *owed = &lanepool__carrier_owed;
   pthread_mutex_lock(&lane->boost_lock);
   if (atomic_load_explicit(&lane->carried, memory_order_relaxed) == self) {
     c = lane->carrier;
@@ -582,35 +581,34 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
                          : c.saved_slack;
     if (c.rt && slack) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
   } else if (c.band) {
-    bool had = owed.band != 0;
-    if (!had ||
-        strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
-            strength(owed.saved.sched_policy, owed.saved.sched_priority, owed.saved.sched_nice)) {
-      owed.saved = c.saved;
-      owed.saved_ioprio = c.saved_ioprio;
+    bool had = owed->band != 0;
+    if (!had || strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
+                    strength(owed->saved.sched_policy, owed->saved.sched_priority,
+                             owed->saved.sched_nice)) {
+      owed->saved = c.saved;
+      owed->saved_ioprio = c.saved_ioprio;
     }
-    if (c.rt && (!owed.rt || !owed.saved_slack)) owed.saved_slack = c.saved_slack;
-    owed.rt = owed.rt || c.rt;
-    owed.band = 1;
+    if (c.rt && (!owed->rt || !owed->saved_slack)) owed->saved_slack = c.saved_slack;
+    owed->rt = owed->rt || c.rt;
+    owed->band = 1;
   }
-  if (owed.band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
-    owed.saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
+  if (owed->band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
+    owed->saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
     /* The kernel's default slice first (sched_getattr shows a slice either way): a
      * slice written back would be a custom one, no longer following the default. */
-    uint64_t slice = owed.saved.sched_runtime;
-    owed.saved.sched_runtime = 0;
+    uint64_t slice = owed->saved.sched_runtime;
+    owed->saved.sched_runtime = 0;
     lanepool__sched_attr now;
-    if (lanepool__set_attr(0, &owed.saved) == 0 && !is_rt((int)owed.saved.sched_policy) &&
+    if (lanepool__set_attr(0, &owed->saved) == 0 && !is_rt((int)owed->saved.sched_policy) &&
         lanepool__get_attr(0, &now) == 0 && now.sched_runtime != slice) {
-      owed.saved.sched_runtime = slice;
-      (void)lanepool__set_attr(0, &owed.saved);
+      owed->saved.sched_runtime = slice;
+      (void)lanepool__set_attr(0, &owed->saved);
     }
-    if (owed.saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed.saved_ioprio);
-    if (owed.rt && owed.saved_slack)
-      (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed.saved_slack, 0, 0, 0);
-    memset(&owed, 0, sizeof owed);
+    if (owed->saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed->saved_ioprio);
+    if (owed->rt && owed->saved_slack)
+      (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed->saved_slack, 0, 0, 0);
+    memset(owed, 0, sizeof *owed);
   }
-  lanepool__carrier_owed = owed.band != 0;
 }
 
 void lanepool__boost_update(lanepool_lane_t *lane) {

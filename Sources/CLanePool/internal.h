@@ -549,8 +549,9 @@ void lanepool__boost_update(lanepool_lane_t *lane);
  * back what it had, at once for a thread of the pool, else once `holds_more` is false
  * (no lane held any more). */
 void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_more);
-/* This thread has carrier settings to put back once it holds no lane (band.c). */
-extern __thread bool lanepool__carrier_owed;
+/* This thread's carrier settings to put back once it holds no lane (band.c; `band`
+ * nonzero: some are owed). */
+extern __thread lanepool__carrier lanepool__carrier_owed;
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 /* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);

@@ -69,7 +69,7 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
   atomic_store_explicit(&lane->excl, 0, memory_order_seq_cst);
   /* A raised carrier puts itself back (band.c; the pair with carrier_sync's look). */
   if (__builtin_expect(atomic_load_explicit(&lane->carried, memory_order_seq_cst) != 0 ||
-                           lanepool__carrier_owed,
+                           lanepool__carrier_owed.band != 0,
                        0))
     lanepool__carrier_give(lane, self_id(), lanepool__held_now != NULL);
   if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
