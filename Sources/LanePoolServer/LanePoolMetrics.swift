@@ -110,9 +110,10 @@
   }
 
   /// What the previous pass saw of the band: its lanes, and the tasks its lanes' threads
-  /// executed, probes excluded. Counted for the band, not per lane: a lane's thread may
-  /// run another lane's queue, probe included (that lane's thread away), and counts what
-  /// it ran.
+  /// and its rescue lane's thread executed, probes excluded. Counted for the band, not per
+  /// lane: a lane's thread may run another lane's queue, probe included (that lane's
+  /// thread away), and counts what it ran; so does the rescue thread, for band jobs and
+  /// lanes' queues it runs while the band is stuck.
   private struct BandSample {
     var lanes: [LaneSample]
     var tasks: UInt64
@@ -121,6 +122,8 @@
   private final class BandMetrics: Sendable {
     let qos: QoS
     let lanes: [Lane]
+    /// The band's lanes and its rescue lane: whose threads' task counts make the band's.
+    let counted: [Lane]
     let probes: [Probe]
     let executed: Counter
     let depth: Gauge
@@ -134,6 +137,7 @@
       typealias L = LanePoolMetrics.Label
       self.qos = qos
       self.lanes = pool.lanes(for: qos)
+      self.counted = lanes + pool.rescueLanes.filter { $0.qos == qos }
       self.probes = lanes.map { _ in Probe() }
       let dims = [("pool", pool.name), ("qos", "\(qos)")]
       executed = Counter(label: L.tasksExecuted, dimensions: dims, factory: factory)
@@ -146,7 +150,7 @@
       previous = Mutex(
         BandSample(
           lanes: infos.map { LaneSample(busyNs: nanoseconds($0.busyTime), at: now) },
-          tasks: infos.reduce(0) { $0 + $1.tasksExecuted }))
+          tasks: counted.reduce(0) { $0 + $1.info.tasksExecuted }))
     }
 
     func sample() {
@@ -155,7 +159,7 @@
       var busy: UInt64 = 0
       var span: UInt64 = 0
       previous.withLock { prev in
-        let infos = lanes.map { $0.info }
+        let infos = counted.map { $0.info }  // the band's lanes, then its rescue lane
         // A lane's thread counts a task after it returns, with a release store that the
         // info reads above load; this fence makes every probe start that happened before
         // a counted probe's end visible below. So `started` covers every probe in the

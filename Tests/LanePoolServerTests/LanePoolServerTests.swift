@@ -303,6 +303,39 @@ struct LanePoolServerTests {
     try await pool.shutdownGracefully()
   }
 
+  @Test("metrics: a task the band's rescue thread ran counts for the band")
+  func rescueRunCounted() async throws {
+    let metrics = TestMetrics()
+    let pool = try LanePool(name: "svc9", lanesPerBand: 1)
+    let collector = LanePoolMetrics(pool: pool, factory: metrics)
+    // The band's one thread blocks in job A until job B ran; B, queued behind it in the
+    // band's queue, is run by the band's rescue thread once the band has been stuck for
+    // its rescue delay. Before the fix the count was 1: the rescue lane was not summed.
+    let bRan = DispatchSemaphore(value: 0)
+    let aStarted = DispatchSemaphore(value: 0)
+    try pool.async(qos: .utility) {
+      aStarted.signal()
+      bRan.wait()
+    }
+    aStarted.wait()
+    try pool.async(qos: .utility) { bRan.signal() }
+    let rescue = try #require(pool.rescueLanes.first { $0.qos == .utility })
+    #expect(await eventually { rescue.info.tasksExecuted == 1 })
+    let executed = try metrics.expectCounter(
+      LanePoolMetrics.Label.tasksExecuted, [("pool", "svc9"), ("qos", "utility")])
+    #expect(
+      await eventually {
+        collector.sample()
+        return executed.totalValue >= 2
+      })
+    for _ in 0..<10 {
+      collector.sample()
+      try await Task.sleep(for: .milliseconds(1))
+    }
+    #expect(executed.totalValue == 2)
+    try await pool.shutdownGracefully()
+  }
+
   @Test("metrics with swift-prometheus: seconds in the names and values; the documented sub-millisecond buckets")
   func prometheusBuckets() async throws {
     let registry = PrometheusCollectorRegistry()
