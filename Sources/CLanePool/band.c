@@ -555,7 +555,33 @@ static void carrier_sync(lanepool_lane_t *lane, uint32_t want) {
   atomic_store_explicit(&lane->carried, lane->carrier.band ? holder : 0, memory_order_seq_cst);
 }
 
-static void lane_refresh(lanepool_lane_t *lane);
+/* The lane's thread to the highest band waited for; with `refresh` (a carrier of another
+ * lane giving that up), back at the band it has, nothing assumed of what it has. */
+static void boost_set(lanepool_lane_t *lane, bool refresh) {
+  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
+  char log_line[320] = "";
+  pthread_mutex_lock(&lane->boost_lock);
+  uint32_t had = atomic_load_explicit(&lane->boost_band, memory_order_relaxed);
+  uint32_t want = refresh ? had : wanted_band(lane);
+  if (refresh) memset(&lane->boost_now, 0, sizeof lane->boost_now);
+  if (want != had || refresh) {
+    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
+    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
+     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
+    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
+  }
+  if (want != had) {
+    atomic_store_explicit(&lane->boost_band, want, memory_order_seq_cst); /* (tell_chain) */
+    LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
+    tell_chain(lane);
+  }
+  if (!refresh) carrier_sync(lane, want);
+  pthread_mutex_unlock(&lane->boost_lock);
+  /* The log line, if any, with no lock held: the callback may use the pool. */
+  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
+}
+
+void lanepool__boost_update(lanepool_lane_t *lane) { boost_set(lane, false); }
 
 /* A thread outside the pool that carried lanes nested (an inline closure inside an
  * inline closure) gets back the weakest settings their records saved: what it had
@@ -575,7 +601,7 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
   }
   pthread_mutex_unlock(&lane->boost_lock);
   if (c.band && c.home) { /* its own lane's band, as that lane has it now */
-    lane_refresh(c.home);
+    boost_set(c.home, true);
     uint64_t slack = c.home->applied.timer_slack.requested != -1
                          ? (uint64_t)c.home->applied.timer_slack.got
                          : c.saved_slack;
@@ -609,41 +635,6 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
       (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed->saved_slack, 0, 0, 0);
     memset(owed, 0, sizeof *owed);
   }
-}
-
-void lanepool__boost_update(lanepool_lane_t *lane) {
-  if (lanepool__forked(lane->generation)) return; /* see lanepool__boost_drop */
-  char log_line[320] = "";
-  pthread_mutex_lock(&lane->boost_lock);
-  uint32_t want = wanted_band(lane);
-  if (want != atomic_load_explicit(&lane->boost_band, memory_order_relaxed)) {
-    pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
-     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
-    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
-    atomic_store_explicit(&lane->boost_band, want, memory_order_seq_cst); /* (tell_chain) */
-    LANEPOOL__TRACE(BOOST, lane, want, NULL, NULL);
-    tell_chain(lane);
-  }
-  carrier_sync(lane, want);
-  pthread_mutex_unlock(&lane->boost_lock);
-  /* The log line, if any, with no lock held: the callback may use the pool. */
-  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
-}
-
-/* The lane's thread back at the lane's band as it has it now (a carrier of another
- * lane giving that up): nothing assumed of what it has. */
-static void lane_refresh(lanepool_lane_t *lane) {
-  if (lanepool__forked(lane->generation)) return;
-  char log_line[320] = "";
-  pthread_mutex_lock(&lane->boost_lock);
-  memset(&lane->boost_now, 0, sizeof lane->boost_now);
-  pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-  if (tid)
-    boost_apply(lane, tid, atomic_load_explicit(&lane->boost_band, memory_order_relaxed), log_line,
-                sizeof log_line);
-  pthread_mutex_unlock(&lane->boost_lock);
-  if (log_line[0]) lane->pool->log(LANEPOOL_LOG_WARNING, log_line, lane->pool->log_arg);
 }
 
 void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
