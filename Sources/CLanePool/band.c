@@ -43,6 +43,8 @@ static bool has_cap_sys_nice(void) {
 /* true if this thread may set its nice to `nice` (down from anything above it). */
 static bool may_lower_to(int nice) { return nice >= lanepool__nice_floor() || has_cap_sys_nice(); }
 
+static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
+
 static void record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
   a->requested = requested;
   a->got = got;
@@ -255,7 +257,7 @@ void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket) {
 static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_priority, int nice,
                            uint64_t slice_ns) {
   lanepool__boost_now *now = &lane->boost_now;
-  if (policy == SCHED_FIFO || policy == SCHED_RR)
+  if (is_rt(policy))
     slice_ns = 0;
   else
     rt_priority = 0;
@@ -267,7 +269,7 @@ static int boost_set_sched(lanepool_lane_t *lane, pid_t tid, int policy, int rt_
                                .sched_nice = nice,
                                .sched_runtime = slice_ns};
   int err = lanepool__set_attr(tid, &attr);
-  if (!err && (policy == SCHED_FIFO || policy == SCHED_RR))
+  if (!err && is_rt(policy))
     atomic_store_explicit(&lane->reslack, 1, memory_order_relaxed);
   else if (!err && atomic_load_explicit(&lane->reslack, memory_order_relaxed) == 1)
     atomic_store_explicit(&lane->reslack, 2, memory_order_relaxed); /* out of real time */
@@ -289,14 +291,16 @@ static int boost_set_ioprio(lanepool_lane_t *lane, pid_t tid, int value) {
   return err;
 }
 
-/* The pool's nice floor (lanepool__nice_floor), read once per pool. */
-static int pool_nice_floor(lanepool_t *pool) {
+/* Without privilege, a thread at nice `cur` goes as low as RLIMIT_NICE allows (the
+ * pool's lanepool__nice_floor, read once per pool), not below the band's; or stays. */
+static int permitted_nice(lanepool_t *pool, int band_nice, int cur) {
   int f = atomic_load_explicit(&pool->boost_nice_floor, memory_order_relaxed);
   if (f == 0) {
     f = lanepool__nice_floor() + 64; /* 0 stays "not read yet" */
     atomic_store_explicit(&pool->boost_nice_floor, f, memory_order_relaxed);
   }
-  return f - 64;
+  f -= 64;
+  return f < cur ? (band_nice > f ? band_nice : f) : cur;
 }
 
 /* The lane's own CPU settings (what it recorded at start: policy, nice, slice). */
@@ -336,13 +340,10 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
                                memory_order_relaxed);
   }
   if ((refused & LANEPOOL__REFUSED_SCHED) || err == EPERM || err == EACCES) {
-    /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice goes as low as
-     * RLIMIT_NICE allows (not below the band's), or stays. */
-    int policy = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR ? SCHED_OTHER
-                                                                                  : (int)p->sched;
+    /* Unprivileged: a real-time policy becomes SCHED_OTHER; nice as permitted_nice. */
+    int policy = is_rt((int)p->sched) ? SCHED_OTHER : (int)p->sched;
     int cur = lane->boost_now.sched_known ? lane->boost_now.nice : lanepool__get_nice(tid);
-    int floor = pool_nice_floor(pool);
-    int nice = floor < cur ? (p->nice > floor ? p->nice : floor) : cur;
+    int nice = permitted_nice(pool, p->nice, cur);
     if (nice >= (int)lane->applied.nice.got) {
       /* No room under RLIMIT_NICE: the lane's CPU weight cannot grow. Its own policy and
        * slice stay (the band's policy and short slice at the lane's nice made the awaited
@@ -466,8 +467,6 @@ static uint64_t slack_of(uint32_t tid) {
   return strtoull(buf, NULL, 10);
 }
 
-static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
-
 /* How strongly a thread with these settings runs: real-time above all (by priority),
  * SCHED_IDLE below all, else by nice, SCHED_OTHER above SCHED_BATCH at one nice. */
 static int strength(uint32_t policy, uint32_t rt_priority, int nice) {
@@ -514,13 +513,12 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
   if (lanepool__set_attr((pid_t)tid, &attr) == 0) {
     c->rt = c->rt || is_rt((int)p->sched);
   } else { /* as boost_apply, without privilege: */
-    int floor = pool_nice_floor(pool), nice = p->nice > floor ? p->nice : floor;
+    int cur = lanepool__get_nice((pid_t)tid), nice = permitted_nice(pool, p->nice, cur);
     attr.sched_policy = is_rt((int)p->sched) ? SCHED_OTHER : p->sched;
     attr.sched_priority = 0;
     attr.sched_nice = nice;
     attr.sched_runtime = p->slice_ns;
-    if (nice < lanepool__get_nice((pid_t)tid) &&
-        ((nice > 0 && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
+    if (nice < cur && ((nice > 0 && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
       (void)lanepool__set_nice((pid_t)tid, nice); /* the nice alone */
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
