@@ -45,10 +45,11 @@ static bool may_lower_to(int nice) { return nice >= lanepool__nice_floor() || ha
 
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
 
-static void record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
+static int record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
   a->requested = requested;
   a->got = got;
   a->error = error;
+  return error;
 }
 
 int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
@@ -101,8 +102,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     int e = lanepool__set_sched(0, want_sched | keep, p.rt_priority);
     if (!err) err = e;
   }
-  record(&t.sched, p.sched, sched_getscheduler(0) & ~SCHED_RESET_ON_FORK, err);
-  refused |= err;
+  refused |= record(&t.sched, p.sched, sched_getscheduler(0) & ~SCHED_RESET_ON_FORK, err);
 
   /* 2. Nice. Raising it is withheld when the thread could not come back; lowering it,
    *    when refused, goes as low as permitted (never below the request). */
@@ -117,8 +117,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
       if (target < t.saved_nice) (void)lanepool__set_nice(0, target);
     }
   }
-  record(&t.nice, p.nice, lanepool__get_nice(0), err);
-  refused |= err;
+  refused |= record(&t.nice, p.nice, lanepool__get_nice(0), err);
 
   /* 3. I/O priority: best-effort levels are open to every thread both ways. */
   if (p.ioprio_class == LANEPOOL_IOPRIO_NONE) {
@@ -126,8 +125,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   } else {
     int value = lanepool__ioprio_value((int)p.ioprio_class, p.ioprio_level);
     err = lanepool__set_ioprio(0, value);
-    record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
-    refused |= err;
+    refused |= record(&t.ioprio, value, lanepool__get_ioprio(tid), err);
   }
 
   /* 4. Timer slack. */
@@ -135,8 +133,8 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     record(&t.timer_slack, -1, (int64_t)t.saved_timer_slack, 0);
   } else {
     err = prctl(PR_SET_TIMERSLACK, (unsigned long)p.timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
-    record(&t.timer_slack, (int64_t)p.timer_slack_ns, prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), err);
-    refused |= err;
+    refused |= record(&t.timer_slack, (int64_t)p.timer_slack_ns,
+                      prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), err);
   }
 
   /* 5. Slice, after nice (sched_setattr carries the policy and nice it reads). */
@@ -144,9 +142,8 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     record(&t.slice, -1, (int64_t)t.saved_slice, 0);
   } else {
     err = lanepool__set_slice(0, p.slice_ns);
-    record(&t.slice, (int64_t)p.slice_ns,
-           lanepool__get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
-    refused |= err;
+    refused |= record(&t.slice, (int64_t)p.slice_ns,
+                      lanepool__get_attr(0, &attr) == 0 ? (int64_t)attr.sched_runtime : -1, err);
   }
   t.saved_flags = flags;
 
