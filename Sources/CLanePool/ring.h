@@ -180,9 +180,7 @@ static inline bool lanepool__ring_pop(lanepool__ring *r, lanepool__ring_task *ou
   uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
   lanepool__slot *slot = &r->slots[pos & r->mask];
   if (atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1) return false;
-  out->fn = slot->fn;
-  out->ctx = slot->ctx;
-  out->arg = slot->arg;
+  *out = (lanepool__ring_task){slot->fn, slot->ctx, slot->arg};
   atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
   atomic_store_explicit(&r->head, pos + 1, memory_order_release);
   return true;
@@ -200,9 +198,7 @@ static inline bool lanepool__ring_take(lanepool__ring *r, lanepool__ring_task *o
        * writing them). */
       if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                 memory_order_relaxed)) {
-        out->fn = slot->fn;
-        out->ctx = slot->ctx;
-        out->arg = slot->arg;
+        *out = (lanepool__ring_task){slot->fn, slot->ctx, slot->arg};
         atomic_store_explicit(&slot->seq, pos + r->mask + 1, memory_order_release);
         return true;
       }
