@@ -19,10 +19,7 @@
  * CANCELLING: if the drain committed (CLOSING) first, the CAS fails and the cancel
  * only waits (EALREADY); if the cancel's CAS wins, the driver's commit CAS fails and
  * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
- * Lower layers never write the state: lanes ask lanepool__life_cancelling (start no
- * task) and lanepool__life_open (lend a lane inline), and lanes and the timer thread
- * report idle / fired / cancelled events through lanepool__drain_idle (all three are
- * internal.h's event port: lower files call nothing of this one).
+ * Lower layers never write the state: they ask and report (internal.h's event port).
  *
  * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
  * shutdown callers on their way out of the join wait, a submitter between its publish
@@ -48,13 +45,13 @@
  * only high). A task's own submits are ordered before its finish (release store of
  * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
  * task runs, so no own-lane submit can follow (a continuation still can: below);
- * then intake CLOSES and every thread is joined. Every change that can complete the balance bumps `drain_events` (after a
- * seq_cst fence that pairs with the one after the driver's state change): a lane that
- * goes idle, the timer thread after each fire (its `done` count moves after the lane
- * accepted the task, and the lane may already have run it and gone idle), a timer
- * cancel. So the driver sleeps between scans and never misses the last change. (The
- * seeded interleaving test found the timer case: a timer thread preempted between
- * its push and its count left the driver asleep with the books balanced.)
+ * then intake CLOSES and every thread is joined. Every change that can complete the
+ * balance bumps `drain_events` (after a seq_cst fence that pairs with the one after the
+ * driver's state change): a lane that goes idle, the timer thread after each fire (its
+ * `done` count moves after the lane accepted the task, and the lane may already have run
+ * it and gone idle), a timer cancel. So the driver sleeps between scans and never misses
+ * the last change. (The seeded interleaving test found the timer case: a timer thread
+ * preempted between its push and its count left the driver asleep with the books balanced.)
  * A continuation (LANEPOOL_SUBMIT_CONTINUATION, from any thread) may still come after
  * the balance, and its task may set a timer: so at the first balance the timers close
  * (a timer set after is refused, ESHUTDOWN), and only a second balance (timers
@@ -194,10 +191,8 @@ static bool drive_drain(lanepool_t *pool) {
     if (quiescent(pool)) {
       LANEPOOL_INJECT(LANEPOOL__AT_QUIESCENT);
       if (timers_closed) break;
-      /* Nothing runs, nothing is queued, no timer is pending. A continuation from
-       * outside may still come (and its task may set a timer): timers close now, and
-       * a second balance proves that none was accepted before they did (a timer
-       * accepted in between is waited for and fires). */
+      /* A continuation may still come and set a timer (see the top): timers close now,
+       * and a second balance proves none was accepted before (one in between fires). */
       LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
       lanepool__timers_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
       timers_closed = true;
@@ -225,8 +220,7 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   size_t timer_count;
   LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   lanepool__timers_stop(pool, &timers, &timer_count);
-  /* Lanes already stop starting tasks (they check for CANCELLING between tasks); each
-   * waits for its CLOSED bit, set here, before it answers its queued syncs. */
+  /* Lanes already start no task; each waits for this CLOSED bit to answer its syncs. */
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
   LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
   join_threads(pool, lanepool__lane_total(pool));
@@ -268,9 +262,7 @@ static int shutdown_call(lanepool_t *pool, lanepool_shutdown_mode_t mode,
     set_joined(pool, LANEPOOL__LIFE_CANCELLING);
     return 0;
   }
-  /* Someone else drives. A cancel escalates a drain that has not committed: one
-   * caller claims the escalation, leaves its callback for the driver, then tries
-   * DRAINING -> CANCELLING (it fails if the drain committed meanwhile). */
+  /* Someone else drives. A cancel escalates a drain that has not committed (see the top). */
   uint32_t none = 0;
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   if (!drain && life(pool) == LANEPOOL__LIFE_DRAINING &&
