@@ -23,7 +23,8 @@
  *    spinning counts): the Dekker pairs of docs/architecture.md.
  *  - ring_take (many consumers): a consumer that read seq == pos + 1 (acquire: the
  *    producer's words are visible) claims pos with a CAS on head and only then reads the
- *    cell; nothing can reuse it before the winner frees it.
+ *    cell (before, a producer of the next lap may be writing it); nothing can reuse it
+ *    before the winner frees it.
  *  - close: fetch_or(tail, flag, seq_cst). After CLOSED is set the tail never moves
  *    again, so the value it returns bounds every claim ever made: the consumer (or the
  *    discarder) waits for each claimed cell below it to be published. No claimed cell
@@ -53,7 +54,6 @@
 #define LANEPOOL__CLOSED        (UINT64_C(1) << 63)
 #define LANEPOOL__OWN_ONLY      (UINT64_C(1) << 62)
 #define LANEPOOL__TAIL_FLAGS    (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
-/* ring_push's answer to a producer that is not `own` while OWN_ONLY is set. */
 #define LANEPOOL__RING_OWN_ONLY (-1)
 /* Push flags: OWN, the producer may add while OWN_ONLY is set (`true` converts to it). */
 #define LANEPOOL__PUSH_OWN      1u
@@ -192,10 +192,7 @@ static inline bool lanepool__ring_take(lanepool__ring *r, lanepool__ring_task *o
   for (;;) {
     lanepool__slot *slot = &r->slots[pos & r->mask];
     int64_t diff = (int64_t)(atomic_load_explicit(&slot->seq, memory_order_acquire) - (pos + 1));
-    if (diff == 0) {
-      /* The cell is this taker's once its CAS wins: nobody reuses it before the release
-       * below, so its words are read then (before, a producer of the next lap may be
-       * writing them). */
+    if (diff == 0) { /* words read only once the CAS won (see the top) */
       if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1, memory_order_seq_cst,
                                                 memory_order_relaxed)) {
         *out = (lanepool__ring_task){slot->fn, slot->ctx, slot->arg};
