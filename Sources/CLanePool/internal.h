@@ -46,6 +46,7 @@ typedef struct lanepool__topology {
   lanepool__topo_node *nodes;
 } lanepool__topology;
 
+/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
 typedef struct lanepool__sched_attr {
   uint32_t size;
   uint32_t sched_policy;
@@ -266,10 +267,7 @@ struct lanepool_lane {
   _Atomic uint32_t reslack;
   /* Queued syncs whose caller's chain holds this lane: told when boost_band changes. */
   struct lanepool__chain_link *chain_waiters; /* [boost_lock] */
-  /* The carrier (band.c, "The carrier"): a thread other than the lane's own holding its
-   * exclusion while the lane is boosted runs at the boost too. What it had before is
-   * kept here; it puts that back itself when it gives the lane up. [boost_lock] */
-  lanepool__carrier carrier;
+  lanepool__carrier carrier; /* [boost_lock] the one recorded (band.c, "The carrier") */
 };
 
 /* The pool's life: its states, and every transition (a CAS to a larger value: the word
@@ -292,7 +290,7 @@ static inline void lanepool__add_owned(_Atomic uint64_t *c, uint64_t n, memory_o
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, order);
 }
 
-/* Values of lane->sleeping (lane.c). */
+/* Values of lane->sleeping (park.c). */
 enum { LANE_AWAKE = 0, LANE_PARKED = 1 };
 
 typedef struct lanepool__counter {
@@ -349,7 +347,7 @@ struct lanepool {
    * [LANEPOOL_BAND_COUNT * lanes_per_band + band] (lanepool__lane_total of them) */
   lanepool_lane_t **lanes;
 
-  /* LANEPOOL__OPEN...DESTROYED. [atomic: seq_cst CAS (lifecycle.c only); futex word
+  /* LANEPOOL__LIFE_OPEN...DESTROYED. [atomic: seq_cst CAS (lifecycle.c only); futex word
    * for shutdown callers waiting for JOINED; acquire load by each lane between tasks
    * (CANCELLING: start no more tasks)] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t state;
@@ -399,7 +397,6 @@ struct lanepool {
 };
 enum { LANEPOOL__REFUSED_SCHED = 1u, LANEPOOL__REFUSED_IOPRIO = 2u };
 
-/* What lower layers may ask of the pool's life (they never change it). */
 /* A lane starts no task once this is true. [acquire: pairs with the CAS to CANCELLING] */
 static inline bool lanepool__life_cancelling(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire) ==
@@ -580,9 +577,6 @@ extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
-/* 1 if `struct_size` is one this library accepts for a struct whose sizeof is
- * `current` (pool.c; see the top of lanepool.h). */
-int lanepool__size_accepted(uint32_t struct_size, size_t current);
 int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
                               const char **member);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
@@ -595,7 +589,6 @@ int lanepool__ioprio_value(int ioprio_class, int level);
 int lanepool__nice_floor(void);
 /* ...and the lowest it may go from `current`: that floor if below, else `current`. */
 int lanepool__lowest_permitted_nice(int current);
-/* struct sched_attr (sched_setattr(2)); declared here because glibc 2.36 lacks it. */
 /* Thin wrappers over the scheduling system calls for thread `tid` (policy.c, also used
  * by band.c): 0 or an errno value; lanepool__get_nice leaves errno 0 unless it failed. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority);
@@ -711,8 +704,10 @@ int lanepool__node_of_cpu(int cpu);
  * /proc/self/cgroup file; 0 with *cpus_out (ceil, >= 1), ENOENT (none), EINVAL. */
 int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint32_t *cpus_out);
 
+/* bands.c */
 extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
 extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];
+int lanepool__size_accepted(uint32_t struct_size, size_t current); /* 1: accepted (see there) */
 
 /* The scheduler's files and what they offer each other (spill.c, bandq.c, lane.c,
  * park.c, sync.c, worker.c). */
