@@ -345,9 +345,9 @@ int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out) {
   return create_pool(&full, 0, out);
 }
 
-/* lanepool_default_configure's copy (name and CPU list owned here), under default_lock. */
+/* lanepool_default_configure's copy (name and CPU list owned here; struct_size 0 until
+ * configured), under default_lock. */
 static lanepool_config_t default_cfg;
-static int default_configured;
 
 int lanepool_default_configure(const lanepool_config_t *given) {
   if (!given) return EINVAL;
@@ -381,7 +381,6 @@ int lanepool_default_configure(const lanepool_config_t *given) {
   default_cfg.name = name;
   default_cfg.cpus = cpus;
   if (!cpus) default_cfg.cpu_count = 0;
-  default_configured = 1;
   pthread_mutex_unlock(&default_lock);
   return 0;
 }
@@ -440,7 +439,7 @@ int lanepool_default(lanepool_t **out) {
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
     lanepool_config_t cfg;
-    if (default_configured)
+    if (default_cfg.struct_size)
       cfg = default_cfg;
     else
       lanepool_config_init(&cfg);
