@@ -650,12 +650,11 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   lanepool__boost_update(lane);
 }
 
-/* Busy: a task running (or a closure lent to a sync caller) or tasks queued, so work
- * queued now would wait. A snapshot of relaxed counters, best effort: the lane may go
- * idle, or another producer queue ahead, right after. */
+/* Busy: held (its thread, a sibling or a sync caller runs its queue or a closure) unless
+ * the caller is what runs (work it queues there waits only for what is queued), or tasks
+ * queued: work queued now would wait. A snapshot of relaxed counters, best effort: the
+ * lane may go idle, or another producer queue ahead, right after. */
 static bool lane_busy(lanepool_lane_t *lane) {
-  /* Held (its thread, a sibling or a sync caller runs its queue or a closure), unless
-   * the caller is what runs: work it queues there waits only for what is queued. */
   bool caller_runs_it = lanepool__current == lane;
   return (!caller_runs_it && atomic_load_explicit(&lane->excl, memory_order_relaxed) != 0) ||
          lanepool__ring_depth(&lane->ring) != 0 ||

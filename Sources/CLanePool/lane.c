@@ -237,13 +237,11 @@ static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
   }
 }
 
-/* Cancel: the driver closes intake everywhere right after the pool became CANCELLING;
- * wait for this ring's CLOSED bit, after which the claims are final. Every `sync` still
- * queued is answered ECANCELED now, by the lane's thread, so that a task of another
- * lane waiting on it returns and that lane can be joined; its cell is marked (fn NULL)
- * so the discard pass skips it. (Nothing else takes from the ring meanwhile: every
- * thread of the pool stops starting tasks once it sees CANCELLING, and a sync caller
- * takes the exclusion only while the pool is open.) */
+/* Cancel (lifecycle.c): once the driver has set this ring's CLOSED bit its claims are
+ * final; each `sync` still queued is answered now and its cell marked (fn NULL) for the
+ * discard pass to skip. (Nothing else takes from the ring meanwhile: every thread of the
+ * pool stops starting tasks once it sees CANCELLING, and a sync caller takes the
+ * exclusion only while the pool is open.) */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   lanepool__ring *r = &lane->ring;

@@ -29,8 +29,8 @@ static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_or
 int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity);
 void lanepool__bandq_free(lanepool__band *band);
 /* Into shard `shard` (any number: taken modulo), else another ring, else the list (when
- * every ring is full); `next`: the pusher is shard's lane's thread, in a task. 0, EAGAIN (hard capacity, that ring full), ESHUTDOWN, ENOMEM,
- * LANEPOOL__RING_OWN_ONLY. */
+ * every ring is full); `next`: the pusher is shard's lane's thread, in a task. 0, EAGAIN
+ * (hard capacity, that ring full), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
                          bool own, bool hard, bool next);
 /* A job, from shard `first` (modulo) on, then the list (a batch of it moved into ring
