@@ -130,14 +130,9 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
     lanepool_lane_t *l = pool->lanes[i];
     uint64_t started = atomic_load_explicit(&l->started_tasks, memory_order_relaxed);
     uint64_t executed = atomic_load_explicit(&l->executed, memory_order_relaxed);
-    if (started == executed) { /* between tasks */
+    if (started == executed || started != l->watch_started) { /* between tasks, or a new one */
+      if (started != executed) l->watch_since = now;
       l->watch_started = started;
-      atomic_store_explicit(&l->stalled_since, 0, memory_order_relaxed);
-      continue;
-    }
-    if (started != l->watch_started) { /* a new task since the last look */
-      l->watch_started = started;
-      l->watch_since = now;
       atomic_store_explicit(&l->stalled_since, 0, memory_order_relaxed);
       continue;
     }
