@@ -114,8 +114,7 @@ static int fire_top_locked(lanepool_t *pool) {
     /* release: pairs with the drain scan's acquire. After the lane's accept, never
      * before: a scan must never see the timer gone and its task not yet accepted. */
     atomic_fetch_add_explicit(&t->done, 1, memory_order_release);
-    /* This increment can be the last change a draining driver waits for (the lane may
-     * have run the task and gone idle before it): say so, as an idle lane does. */
+    /* Maybe the last change a draining driver waits for (lifecycle.c, the timer case). */
     lanepool__drain_idle(pool);
   }
   return rc;
@@ -192,8 +191,7 @@ static void *timer_main(void *arg) {
     }
     if (t->len > 0 && t->heap[0].deadline <= now) {
       if (fire_top_locked(pool) == 0) continue;
-      /* No room (hard capacity) or no memory: the timer stays in the heap, cancellable;
-       * try again shortly, without the lock. */
+      /* Refused (no room or memory): it stays in the heap (see the top); retry unlocked. */
       pthread_mutex_unlock(&t->lock);
       LANEPOOL_INJECT(LANEPOOL__AT_SPIN); /* waits for the lane: pass the turn on */
       usleep(100);
