@@ -31,7 +31,6 @@ _Atomic(lanepool__test_point_fn) lanepool__test_point;
 
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
-/* 1 if the calling thread has CAP_SYS_NICE in its effective set. */
 static bool has_cap_sys_nice(void) {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
@@ -561,8 +560,7 @@ static void boost_set(lanepool_lane_t *lane, bool refresh) {
   if (refresh) memset(&lane->boost_now, 0, sizeof lane->boost_now);
   if (want != had || refresh) {
     pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
-    /* 0: no thread (not started yet, or left: lanepool__lane_thread_leaving); a
-     * successor re-applies the boost when it starts (lanepool__boost_thread_started). */
+    /* 0: not started yet, or left; a successor re-applies the boost (escalation, above). */
     if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
   }
   if (want != had) {

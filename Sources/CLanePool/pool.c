@@ -275,11 +275,9 @@ static void log_refusals(lanepool_t *pool) {
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lanepool_t *) default_pool;
 
-/* fork(): the library's global locks are held across it (taken in a fixed order, the
- * default pool's first), so the child never inherits one held by a thread it does not
- * have; the child forgets the default pool (its lanes are the parent's) and gets a
- * fresh one on demand. Registered after fork.c's generation handler, so in a child the
- * generation has moved before these locks are released. */
+/* fork(): the library's global locks are held across it (why: fork.c), taken in a fixed
+ * order, the default pool's first. Registered after fork.c's generation handler, so in a
+ * child the generation has moved before these locks are released. */
 static void locks_prepare(void) {
   LANEPOOL_INJECT(LANEPOOL__AT_FORK);
   pthread_mutex_lock(&default_lock);
@@ -293,8 +291,9 @@ static void locks_parent(void) {
 }
 
 static void locks_child(void) {
-  /* The parent's default pool has no threads here: forget it (its memory is leaked on
-   * purpose: freeing could race nothing, but its lanes' state is the parent's). */
+  /* The parent's default pool has no threads here: forget it, a fresh one comes on demand
+   * (its memory is leaked on purpose: freeing could race nothing, but its lanes' state is
+   * the parent's). */
   atomic_store_explicit(&default_pool, NULL, memory_order_relaxed);
   pthread_mutex_unlock(&lanepool__registry_lock);
   pthread_mutex_unlock(&default_lock);
