@@ -426,8 +426,10 @@ static void tell_chain(lanepool_lane_t *lane) {
     /* seq_cst both ways: against the boost_band store before it and the waiter's CAS back
      * to 0 and its loads of boost_band (else a tell that saw a tell's 3 could be lost). */
     if (atomic_compare_exchange_strong_explicit(&s->state, &pending, LANEPOOL__SYNC_REWALK,
-                                                memory_order_seq_cst, memory_order_seq_cst))
-      lanepool__futex_wake(&s->state, 1); /* (a listed waiter holds a lane: it never helps) */
+                                                memory_order_seq_cst, memory_order_seq_cst)) {
+      lanepool__futex_wake(&s->state, 1);
+      lanepool__wake_helpers(s->lane); /* it may be running or helping on its lane's queue */
+    }
   }
 }
 

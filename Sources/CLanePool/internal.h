@@ -414,8 +414,8 @@ void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 /* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
 void lanepool__futex_wake(_Atomic uint32_t *word, int count);
-/* Threads of the band waiting for a sync queued on `lane` and helping run its queue
- * (sync.c, help_until_answered): woken to look again. */
+/* Threads waiting for a sync queued on `lane` and helping run its queue (sync.c,
+ * help_until_answered): woken to look again. */
 static inline void lanepool__wake_helpers(lanepool_lane_t *lane) {
   if (!atomic_load_explicit(&lane->helpers, memory_order_seq_cst)) return;
   atomic_fetch_add_explicit(&lane->help_seq, 1, memory_order_seq_cst);

@@ -313,12 +313,13 @@ static bool wait_for_depth(lanepool_lane_t *lane, uint64_t n) {
 }
 
 typedef struct {
-  int nice, policy;
+  int nice, policy, tid; /* the settings of the thread that ran it, and its tid */
 } seen_t;
 
 static void see_own(void *ctx) {
   seen_t *s = ctx;
-  proc_sched(gettid_(), &s->nice, &s->policy);
+  s->tid = gettid_();
+  proc_sched(s->tid, &s->nice, &s->policy);
 }
 
 typedef struct {
@@ -333,15 +334,18 @@ static void sync_from_lane(void *ctx) {
   c->rc = lanepool_lane_sync_flags(c->target, see_own, &c->seen, c->flags);
 }
 
-/* A lane of a higher band syncs onto the background lane: the closure runs on the
- * background lane's thread at the caller's band; the lane is back at its own after. */
+/* A lane of a higher band syncs onto the background lane: the closure runs at the
+ * caller's band, on the background lane's thread (boosted; the lane is back at its own
+ * after) or, when the caller finds the lane free first, on the caller's own thread (it
+ * runs the queue it waits for): at its own settings, which are at least what the boost
+ * gives (unprivileged, more: the boost cannot lower the background lane's nice). */
 static void test_escalate_from_lanes(void) {
   current_test = "escalate_from_lanes";
   lanepool_t *pool = escalation_pool("esc1");
   lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
   CHECK(bg_at_own_band(bg));
   for (int b = 0; b < 4; b++) {
-    sync_from_lane_t c = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+    sync_from_lane_t c = {bg, LANEPOOL_SYNC_QUEUED, {99, -1, 0}, -1};
     lanepool_lane_t *from =
         lane_of(pool, (lanepool_qos_t[]){LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED,
                                          LANEPOOL_QOS_DEFAULT, LANEPOOL_QOS_UTILITY}[b]);
@@ -349,32 +353,44 @@ static void test_escalate_from_lanes(void) {
     unsigned outer = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
     CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
     CHECK_RC(c.rc, 0);
-    CHECK(c.seen.nice == boosted_nice(b));
-    CHECK(c.seen.policy == boosted_policy(b));
+    if (c.seen.tid == tid_of(from)) {
+      CHECK(c.seen.nice <= boosted_nice(b));
+      if (mode == MODE_ROOT) CHECK(c.seen.policy == boosted_policy(b));
+    } else {
+      CHECK(c.seen.tid == tid_of(bg));
+      CHECK(c.seen.nice == boosted_nice(b));
+      CHECK(c.seen.policy == boosted_policy(b));
+    }
     CHECK(bg_at_own_band(bg));
     /* Not asked for: the lane keeps its band. */
     c.flags = LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION;
     CHECK_RC(lanepool_lane_sync_flags(from, sync_from_lane, &c, outer), 0);
-    CHECK(c.seen.nice == 10 && c.seen.policy == SCHED_BATCH);
+    CHECK(c.seen.nice == 10 && c.seen.policy == SCHED_BATCH && c.seen.tid == tid_of(bg));
   }
   /* A waiter of a lower band than the lane's does not touch it. */
   sync_from_lane_t down = {
-      lane_of(pool, LANEPOOL_QOS_USER_INITIATED), LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+      lane_of(pool, LANEPOOL_QOS_USER_INITIATED), LANEPOOL_SYNC_QUEUED, {99, -1, 0}, -1};
   CHECK_RC(lanepool_lane_sync_flags(bg, sync_from_lane, &down,
                                     LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
            0);
   CHECK(down.seen.nice == (mode == MODE_ROOT ? -3 : 0));
   /* Transitive: this thread (default) waits on the utility lane, whose task waits on the
-   * background lane: both run at default meanwhile. */
-  sync_from_lane_t chain = {bg, LANEPOOL_SYNC_QUEUED, {99, -1}, -1};
+   * background lane: both run at default meanwhile (the background lane's work on its own
+   * thread, boosted, or on the utility lane's, boosted too, which runs it). */
+  sync_from_lane_t chain = {bg, LANEPOOL_SYNC_QUEUED, {99, -1, 0}, -1};
   CHECK_RC(lanepool_lane_sync_flags(lane_of(pool, LANEPOOL_QOS_UTILITY), sync_from_lane, &chain,
                                     LANEPOOL_SYNC_QUEUED),
            0);
-  CHECK(chain.seen.nice == boosted_nice(2) && chain.seen.policy == boosted_policy(2));
+  if (chain.seen.tid == tid_of(lane_of(pool, LANEPOOL_QOS_UTILITY)))
+    CHECK(chain.seen.nice <= boosted_nice(2) &&
+          (mode != MODE_ROOT || chain.seen.policy == boosted_policy(2)));
+  else
+    CHECK(chain.seen.tid == tid_of(bg) && chain.seen.nice == boosted_nice(2) &&
+          chain.seen.policy == boosted_policy(2));
   CHECK(bg_at_own_band(bg));
   CHECK(unboosted(lane_of(pool, LANEPOOL_QOS_UTILITY)));
   /* A plain thread counts as default; inside lanepool_thread_enter_band, as that band. */
-  seen_t seen = {99, -1};
+  seen_t seen = {99, -1, 0};
   CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
   CHECK(seen.nice == boosted_nice(2) && seen.policy == boosted_policy(2));
   lanepool_qos_t q;
@@ -434,6 +450,73 @@ static void *waiter_thread(void *arg) {
   return NULL;
 }
 
+/* ---- a waiter runs the queue it waits for: a userInteractive lane's task queues work
+ * on the background lane, whose thread is away in a band job (blocked), then syncs onto
+ * it. Its own thread runs that work and then its closure, in order, at its own band, and
+ * returns while the background thread is still away (before: the band's rescue thread ran
+ * them, 100 ms later, at the background band). ---- */
+
+static struct {
+  _Atomic int away_tid, release;
+  lanepool_lane_t *bg;
+  _Atomic int work_tid, order_work, order_closure, next;
+  seen_t seen;
+  int rc;
+} wq;
+
+static void wq_away(void *ctx) {
+  (void)ctx;
+  atomic_store(&wq.away_tid, gettid_());
+  while (!atomic_load(&wq.release)) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void wq_work(void *ctx) {
+  (void)ctx;
+  atomic_store(&wq.work_tid, gettid_());
+  atomic_store(&wq.order_work, atomic_fetch_add(&wq.next, 1) + 1);
+}
+
+static void wq_closure(void *ctx) {
+  see_own(ctx);
+  atomic_store(&wq.order_closure, atomic_fetch_add(&wq.next, 1) + 1);
+}
+
+static void wq_task(void *ctx) {
+  (void)ctx;
+  wq.rc = lanepool_lane_async(wq.bg, wq_work, NULL);
+  if (wq.rc == 0) wq.rc = lanepool_lane_sync(wq.bg, wq_closure, &wq.seen);
+}
+
+static void test_waiter_runs_the_queue(void) {
+  current_test = "waiter_runs_the_queue";
+  lanepool_t *pool = escalation_pool("esc20");
+  memset(&wq, 0, sizeof wq);
+  wq.rc = -1;
+  wq.bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, wq_away, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&wq.away_tid); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&wq.away_tid) == tid_of(wq.bg));
+  int ui_nice = 99, ui_policy = -1;
+  proc_sched(tid_of(ui), &ui_nice, &ui_policy);
+  CHECK_RC(lanepool_lane_sync_flags(ui, wq_task, NULL, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK_RC(wq.rc, 0);
+  CHECK(atomic_load(&wq.release) == 0); /* the background thread is still away */
+  CHECK(atomic_load(&wq.work_tid) == tid_of(ui) && wq.seen.tid == tid_of(ui));
+  CHECK(atomic_load(&wq.order_work) == 1 && atomic_load(&wq.order_closure) == 2);
+  CHECK(wq.seen.nice == ui_nice && wq.seen.policy == ui_policy);
+  atomic_store(&wq.release, 1);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(unboosted(wq.bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void test_escalate_busy_lane(void) {
   current_test = "escalate_busy_lane";
   lanepool_t *pool = escalation_pool("esc2");
@@ -443,7 +526,7 @@ static void test_escalate_busy_lane(void) {
   atomic_store(&order_len, 0);
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
   for (int i = 0; i < BEFORE; i++) CHECK_RC(lanepool_lane_async(bg, note, (void *)(intptr_t)i), 0);
-  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   pthread_t th;
   pthread_create(&th, NULL, waiter_thread, &w);
   /* While the waiter waits behind the blocker: the lane runs at its band (/proc). */
@@ -593,7 +676,7 @@ static void test_escalate_cancelled(void) {
   pid_t tid = tid_of(bg);
   atomic_store(&gate, 0);
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
-  waiter_t w = {bg, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1}};
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1, 0}};
   pthread_t th, opener;
   pthread_create(&th, NULL, waiter_thread, &w);
   CHECK(wait_for_boost(bg, 1, tid));
@@ -633,7 +716,7 @@ static void test_escalate_thread_replaced(void) {
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
   CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
   atomic_store(&order_len, 0);
-  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   pthread_t th;
   pthread_create(&th, NULL, waiter_thread, &w);
   CHECK(wait_for_boost(bg, 0, first));
@@ -763,7 +846,7 @@ static void test_inline_borrower_boosted(void) {
   CHECK(atomic_load(&borrow.in_closure) == 1);
   pid_t bt = (pid_t)atomic_load(&borrow.tid);
   CHECK(bt != tid_of(bg)); /* inline: the borrower's own thread */
-  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
   /* The lane's count, then the borrower itself at the waiter's band (/proc). */
   bool raised = false;
@@ -867,10 +950,10 @@ static void test_nested_borrower_restored(void) {
   }
   pid_t bt = (pid_t)atomic_load(&nest.tid);
   CHECK(atomic_load(&nest.in_inner) && nest.before.nice == 10);
-  waiter_t a = {nest.inner, LANEPOOL_QOS_DEFAULT, -1, {99, -1}};
+  waiter_t a = {nest.inner, LANEPOOL_QOS_DEFAULT, -1, {99, -1, 0}};
   CHECK_RC(pthread_create(&w1, NULL, waiter_thread, &a), 0);
   CHECK(wait_nice(bt, 0)); /* raised for the inner lane */
-  waiter_t b = {nest.outer, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t b = {nest.outer, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   CHECK_RC(pthread_create(&w2, NULL, waiter_thread, &b), 0);
   CHECK(wait_nice(bt, -5)); /* and for the outer one */
   atomic_store(&gate, 1);
@@ -947,7 +1030,7 @@ static void test_adopting_thread_boosted(void) {
   attrs_t before;
   attrs_of(carrier, &before);
   CHECK(before.nice == 10 && before.policy == SCHED_BATCH);
-  waiter_t w = {a, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t w = {a, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   pthread_t w_th;
   CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
   bool raised = false;
@@ -1023,10 +1106,17 @@ static void test_chain_rewalked(bool by_sync) {
   atomic_store(&gate, 0);
   atomic_store(&order_len, 0);
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  /* The blocker on the background lane's own thread: a utility task that found the lane
+   * free would run the blocker itself, as a waiter that runs the queue it waits for. */
+  for (int i = 0; i < 10000 && atomic_load(&bg->excl) != (uint32_t)tid_of(bg); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&bg->excl) == (uint32_t)tid_of(bg));
   CHECK_RC(lanepool_lane_async(ut, mid_task, NULL), 0);
   /* The utility task waits on the background lane: that lane runs at utility. */
   CHECK(wait_for_boost(bg, 3, tid_of(bg)));
-  waiter_t w = {ut, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1}};
+  waiter_t w = {ut, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
   pthread_t th;
   lanepool_boost_t b;
   if (by_sync) { /* case 3: a later waiter reaches down the chain */
@@ -1524,7 +1614,7 @@ static void test_boost_changing_nothing(void) {
   lanepool_band_token_t t;
   t.struct_size = sizeof t;
   CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
-  seen_t seen = {99, -1};
+  seen_t seen = {99, -1, 0};
   CHECK_RC(lanepool_lane_sync_flags(def, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0); /* learns */
   atomic_store(&sched_syscalls, 0);
   atomic_store(&lanepool__test_point, count_syscalls);
@@ -1603,7 +1693,7 @@ static void test_escalation_storm(void) {
   CHECK(bad == 0);
   /* Every sync returned and every boost ended: the lane is back, nothing counted. */
   CHECK(bg_at_own_band(bg));
-  seen_t seen = {99, -1};
+  seen_t seen = {99, -1, 0};
   CHECK_RC(lanepool_lane_sync_flags(bg, see_own, &seen,
                                     LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION),
            0);
@@ -1709,7 +1799,7 @@ static void test_fork_in_boosted_closure(void) {
   lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
   lanepool_band_token_t t;
   CHECK_RC(lanepool_thread_enter_band(LANEPOOL_QOS_USER_INTERACTIVE, 0, &t), 0);
-  seen_t seen = {99, -1};
+  seen_t seen = {99, -1, 0};
   CHECK_RC(lanepool_lane_sync_flags(bg, fork_inside, &seen, LANEPOOL_SYNC_QUEUED), 0);
   CHECK_RC(lanepool_thread_restore(&t), 0);
   CHECK(seen.nice == boosted_nice(0) && seen.policy == boosted_policy(0));
@@ -1722,6 +1812,7 @@ static void run_suite(void) {
   test_enter_bad_input();
   test_nice_floor();
   test_escalate_from_lanes();
+  test_waiter_runs_the_queue();
   test_escalate_busy_lane();
   test_boost_begin_end();
   test_boost_if_busy();

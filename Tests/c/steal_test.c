@@ -1360,11 +1360,13 @@ static void aw_f(void *arg) {
 static void aw_g_held(void *arg) {
   (void)arg;
   atomic_store(&aw.w_rc, lanepool_lane_async(aw.lane, aw_w, NULL));
-  atomic_store(&aw.sync_rc, lanepool_lane_sync(aw.lane, aw_f, NULL));
+  atomic_store(&aw.sync_rc,
+               lanepool_lane_sync_flags(aw.lane, aw_f, NULL, LANEPOOL_SYNC_NO_ESCALATION));
 }
-/* G holds a lane of another band while it syncs (its closure runs inline there): a
- * waiter that holds a lane does not run the awaited lane's queue itself (sync.c,
- * help_until_answered), so only the rescue thread, or the shutdown, can answer it. */
+/* G holds a lane of another band while it syncs (its closure runs inline there), without
+ * escalation: a waiter that holds a lane runs the awaited lane's queue itself only when
+ * it escalates (sync.c, help_until_answered), so only the rescue thread, or the
+ * shutdown, can answer it. */
 static void aw_g(void *arg) {
   (void)arg;
   lanepool_lane_t *other = NULL;
