@@ -459,7 +459,7 @@ static void *waiter_thread(void *arg) {
 static struct {
   _Atomic int away_tid, release;
   lanepool_lane_t *bg;
-  _Atomic int work_tid, order_work, order_closure, next;
+  _Atomic int work_tid, order_work, order_closure, next, cycle_rc;
   seen_t seen;
   int rc;
 } wq;
@@ -482,6 +482,22 @@ static void wq_work(void *ctx) {
 static void wq_closure(void *ctx) {
   see_own(ctx);
   atomic_store(&wq.order_closure, atomic_fetch_add(&wq.next, 1) + 1);
+}
+
+static void wq_cycle_inner(void *ctx) { (void)ctx; }
+
+static void wq_cycle(void *ctx) {
+  lanepool_lane_t *ui = ctx;
+  atomic_store(&wq.cycle_rc, lanepool_lane_sync(ui, wq_cycle_inner, NULL));
+}
+
+static void wq_cycle_task(void *ctx) {
+  (void)ctx;
+  lanepool_lane_t *ui = NULL;
+  lanepool_current_lane(&ui);
+  atomic_store(&wq.cycle_rc, -1);
+  wq.rc = lanepool_lane_async(wq.bg, wq_cycle, ui);
+  if (wq.rc == 0) wq.rc = lanepool_lane_sync(wq.bg, see_own, &wq.seen);
 }
 
 static void wq_task(void *ctx) {
@@ -511,6 +527,23 @@ static void test_waiter_runs_the_queue(void) {
   CHECK(atomic_load(&wq.work_tid) == tid_of(ui) && wq.seen.tid == tid_of(ui));
   CHECK(atomic_load(&wq.order_work) == 1 && atomic_load(&wq.order_closure) == 2);
   CHECK(wq.seen.nice == ui_nice && wq.seen.policy == ui_policy);
+  /* The ui lane's thread ran two tasks nested in its own: once that ended, it is idle to
+   * the stall detector (started == executed), not still running one. */
+  bool idle = false;
+  for (int i = 0; i < 1000 && !idle; i++) {
+    idle = atomic_load(&ui->started_tasks) == atomic_load(&ui->executed);
+    struct timespec ts = {0, 1000000};
+    if (!idle) nanosleep(&ts, NULL);
+  }
+  CHECK(idle);
+  /* A task the waiter runs there that syncs onto a lane the waiter holds: a real cycle
+   * (the waiter's task holds the ui lane and waits for this one), refused. */
+  atomic_store(&wq.work_tid, 0);
+  wq.seen.tid = 0;
+  CHECK_RC(lanepool_lane_sync_flags(ui, wq_cycle_task, NULL, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK_RC(wq.rc, 0);
+  CHECK_RC(atomic_load(&wq.cycle_rc), EDEADLK);
+  CHECK(wq.seen.tid == tid_of(ui));
   atomic_store(&wq.release, 1);
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   CHECK(unboosted(wq.bg));
