@@ -227,6 +227,35 @@ void lanepool__sync_trampoline(void *arg) {
   pthread_cleanup_pop(1);
 }
 
+/* A queued sync whose waiter's thread ended while it ran the lane's queue (sync.c,
+ * sync_unwound): its record was in that thread's frame, so its cell runs nothing. The
+ * caller holds the lane (no other thread takes from it); the cell is older than the
+ * tail read here (the waiter pushed it before it helped). */
+static void sync_forgotten(void *arg) { (void)arg; }
+
+static inline bool forget_if(lanepool__ring_fn *fn, void *ctx, void *arg, const void *s) {
+  if (*fn != lanepool__sync_trampoline || ctx != s || arg) return false;
+  *fn = sync_forgotten;
+  return true;
+}
+
+void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s) {
+  lanepool__ring *r = &lane->ring;
+  uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst);
+  for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
+    lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
+    if (forget_if(&slot->fn, slot->ctx, slot->arg, s)) return;
+  }
+  lanepool__spill *l = &lane->spill;
+  pthread_mutex_lock(&l->lock);
+  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
+  for (uint64_t i = 0; i < len; i++) {
+    lanepool__task *task = &l->buf[(l->head + i) % l->cap];
+    if (forget_if(&task->fn, task->ctx, task->arg, s)) break;
+  }
+  pthread_mutex_unlock(&l->lock);
+}
+
 /* A queued sync that will not run (cancel): its waiter is answered ECANCELED. */
 void lanepool__sync_discard(void *arg) { sync_answer(arg, 2); }
 

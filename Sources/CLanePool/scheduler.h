@@ -113,6 +113,9 @@ void lanepool__chain_listen(lanepool__sync *s);
 void lanepool__chain_unlisten(lanepool__sync *s);
 void lanepool__sync_trampoline(void *arg);
 void lanepool__sync_discard(void *arg);
+/* The lane's queued cell of sync `s` runs nothing (its waiter's thread ended; the caller
+ * holds the lane). */
+void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s);
 /* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task. */
 static inline void lanepool__run_task(const lanepool__task *task) {
   if (task->arg)

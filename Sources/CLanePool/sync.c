@@ -281,13 +281,15 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
  * (help_seq) and by the end of any sync there. On a cancel it gives the lane a holder
  * that answers its syncs (lanepool__excl_release). Returns the sync's state, or 0 if the
  * caller is no such thread (it then waits on the state alone). */
-static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bool escalates) {
+static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bool escalates,
+                                    bool *helping) {
   lanepool_lane_t *me = lanepool__thread_lane;
   if (!me || me->pool != lane->pool) return 0;
   if ((me->band != lane->band || lanepool__held_now) &&
       !(escalates && lanepool__waiter_band() <= (int)lane->band))
     return 0;
   atomic_fetch_add_explicit(&lane->helpers, 1, memory_order_seq_cst);
+  *helping = true;
   uint32_t st;
   for (;;) {
     uint32_t seq = atomic_load_explicit(&lane->help_seq, memory_order_seq_cst);
@@ -302,8 +304,40 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bo
     }
     lanepool__futex_wait(&lane->help_seq, seq);
   }
+  *helping = false;
   atomic_fetch_sub_explicit(&lane->helpers, 1, memory_order_seq_cst);
   return st;
+}
+
+/* A waiter's frame while it waits, for sync_unwound. */
+typedef struct {
+  lanepool__sync *s;
+  bool escalates, helping;
+  lanepool_lane_t *current, *running; /* the thread's, before it helped */
+} waiter_frame;
+
+/* The waiter's thread ended in a task it ran while helping (pthread_exit, or a cancel at
+ * a cancellation point in the task; worker.c's thread_lost then replaces it): what its
+ * frame held goes with it. The task's lane, which this thread holds: the task counted,
+ * the sync's cell (still queued unless its closure was what ended the thread) made to run
+ * nothing, the lane given up, the thread's own lane and chain back for thread_lost.
+ * Then the waiter's helping count, listing and boost are left. */
+static void sync_unwound(void *arg) {
+  waiter_frame *f = arg;
+  lanepool__sync *s = f->s;
+  lanepool_lane_t *lane = s->lane;
+  if (lanepool__running_lane == lane) {
+    if (atomic_load_explicit(&s->state, memory_order_acquire) == 0)
+      lanepool__lane_forget_sync(lane, s);
+    lanepool__add_owned(&lane->bound_done, 1, memory_order_release);
+    lanepool__running_lane = f->running;
+    lanepool__current = f->current;
+    lanepool__held_now = s->chain;
+    lanepool__excl_release(lane);
+  }
+  if (f->helping) atomic_fetch_sub_explicit(&lane->helpers, 1, memory_order_seq_cst);
+  if (f->escalates) lanepool__chain_unlisten(s);
+  lanepool__boost_leave(lane, &s->boost);
 }
 
 /* The chain moved (band.c): the waiter's band now replaces the one it boosts the lane
@@ -339,18 +373,21 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
   int rc = lanepool__lane_push(lane, lanepool__sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
   uint32_t st = rc ? 2 : 0;
   if (rc) LANEPOOL__TEST_POINT("sync_refused", lane, rc);
+  waiter_frame f = {&s, escalates, false, lanepool__current, lanepool__running_lane};
+  pthread_cleanup_push(sync_unwound, &f);
   while (st != 1 && st != 2) {
     uint32_t told = LANEPOOL__SYNC_REWALK;
     if (st == told) {
       if (atomic_compare_exchange_strong_explicit(&s.state, &told, 0, memory_order_seq_cst,
                                                   memory_order_relaxed))
         rewalk(&s);
-    } else if (!(st = help_until_answered(lane, &s, escalates)) &&
+    } else if (!(st = help_until_answered(lane, &s, escalates, &f.helping)) &&
                !(st = atomic_load_explicit(&s.state, memory_order_acquire))) {
       lanepool__futex_wait(&s.state, 0);
     }
     if (st != 1 && st != 2) st = atomic_load_explicit(&s.state, memory_order_acquire);
   }
+  pthread_cleanup_pop(0);
   if (escalates) lanepool__chain_unlisten(&s);
   lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
   return rc ? rc : st == 1 ? 0 : ECANCELED;

@@ -740,6 +740,55 @@ static long long slice_of(pid_t tid) {
   return (long long)attr.sched_runtime;
 }
 
+/* ---- a task that ends its thread while a waiter of another lane runs it: the waiter's
+ * own lane, held by the task the thread was running, and the lane it ran get their
+ * work done all the same, and nothing runs the dead waiter's queued sync ---- */
+
+static _Atomic int ended_closure_ran;
+
+static void ended_closure(void *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&ended_closure_ran, 1);
+}
+
+static void ended_task(void *ctx) {
+  (void)ctx;
+  if (lanepool_lane_async(wq.bg, end_thread, NULL) == 0)
+    (void)lanepool_lane_sync(wq.bg, ended_closure, NULL); /* its thread ends in there */
+  wq.rc = -2;                                             /* not reached */
+}
+
+static void test_helper_thread_ended(void) {
+  current_test = "helper_thread_ended";
+  lanepool_t *pool = escalation_pool("esc21");
+  memset(&wq, 0, sizeof wq);
+  atomic_store(&ended_closure_ran, 0);
+  wq.rc = 0;
+  wq.bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, wq_away, NULL), 0);
+  for (int i = 0; i < 10000 && !atomic_load(&wq.away_tid); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pid_t first = tid_of(ui);
+  /* The queued sync whose closure ended the thread is answered (its unwinding). */
+  CHECK_RC(lanepool_lane_sync_flags(ui, ended_task, NULL, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(wq.rc == 0);
+  /* The ui lane runs again, on a successor thread. */
+  seen_t seen = {99, -1, 0};
+  CHECK_RC(lanepool_lane_sync_flags(ui, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(seen.tid != 0 && seen.tid != first);
+  /* The background lane, its thread back: the dead waiter's sync does not run. */
+  atomic_store(&wq.release, 1);
+  seen_t bgseen = {99, -1, 0};
+  CHECK_RC(lanepool_lane_sync_flags(wq.bg, see_own, &bgseen, LANEPOOL_SYNC_QUEUED), 0);
+  CHECK(bgseen.tid == tid_of(wq.bg));
+  CHECK(atomic_load(&ended_closure_ran) == 0);
+  CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void test_escalate_thread_replaced(void) {
   current_test = "escalate_thread_replaced";
   lanepool_t *pool = escalation_pool("esc5");
@@ -1852,6 +1901,7 @@ static void run_suite(void) {
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
+  test_helper_thread_ended();
   test_inline_chain_counts_the_callers_band();
   test_inline_borrower_boosted();
   test_adopting_thread_boosted();
