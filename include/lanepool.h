@@ -15,7 +15,10 @@
  *
  * A task that ends its own thread (pthread_exit, or cancellation at a cancellation
  * point) counts as run; the lane starts a successor thread that runs the rest of its
- * queue (its thread id changes; it applies the band's policy and placement again).
+ * queue (its thread id changes; it applies the band's policy and placement again). Run
+ * by a sync's waiter (lanepool_lane_sync), it ends the waiter's thread: that sync is
+ * never answered (its caller is gone) and its closure never runs; the lanes that thread
+ * held are given back and their tasks counted as run.
  *
  * Conventions, for every function below:
  *  - The return value is 0 on success or a positive errno value. errno itself is
@@ -678,11 +681,16 @@ LANEPOOL_API int lanepool_async2(lanepool_t *pool, lanepool_qos_t qos, lanepool_
  * for it). Blocks until the task has run or been cancelled. A cancel answers a queued
  * sync as soon as the lane is free (its current task finished), so a task waiting here
  * returns and its thread can be joined. A thread running band work (a task) holds no
- * lane, so its sync never waits for itself, onto its own thread's lane included; while
- * it waits, a thread of the lane's band that holds no lane runs the lane's queue itself
- * once the lane is free, up to its sync. (Two lane-bound tasks, on two lanes, that sync
- * onto each other's lane at the same time still deadlock, as dispatch_sync does: neither
- * call is nested in the other.)
+ * lane, so its sync never waits for itself, onto its own thread's lane included. While
+ * it waits, a thread of the pool runs the lane's queue itself, in order, whenever the
+ * lane is free, up to and including its own closure: a thread of the lane's band that
+ * holds no lane; and, unless escalation is off for the call, any thread of the pool
+ * whose band is the lane's or higher, also inside a lane's task (the awaited work then
+ * runs at once at the waiter's priority; docs/priorities.md, "Who runs the awaited
+ * work"). A task it runs there that syncs onto a lane the waiter holds is EDEADLK. With
+ * LANEPOOL_SYNC_QUEUED only the lane's own thread runs it. (Two lane-bound tasks, on two
+ * lanes, that sync onto each other's lane at the same time still deadlock, as
+ * dispatch_sync does: neither call is nested in the other.)
  *
  * Inline: when the lane is free (no thread runs its queue: its own thread parked, or away
  * running band work) with nothing queued, the caller takes the lane's exclusion and

@@ -436,7 +436,8 @@ static void tell_chain(lanepool_lane_t *lane) {
 /* ---- the carrier (docs/priorities.md, "Which thread") ----------------------------
  * The boost goes to the thread that runs the awaited work. The lane's own thread gets it
  * above. A thread that holds the lane's exclusion from outside (a sync caller running its
- * closure inline, a thread of the band running the lane's queue) is the lane's carrier:
+ * closure inline, a thread of the band running the lane's queue, a sync's waiter running
+ * it up to its sync) is the lane's carrier:
  * an update raises it to the lane's band too, never lowers it, and the carrier puts
  * itself back when it gives the lane up (lanepool__carrier_give): to its own lane's
  * band (a thread of the pool), else to what it had. One carrier is recorded per lane; a

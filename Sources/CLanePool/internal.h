@@ -163,8 +163,9 @@ struct lanepool_lane {
 
   /* ---- the lane's exclusion (sync.c): who may run its queue now ---- */
   /* 0: free; otherwise the tid of the thread that holds it (the lane's own thread, a
-   * sibling or the rescue thread running its queue, or a sync caller running a closure
-   * inline). Whoever holds it runs the lane's tasks, one at a time, in order.
+   * sibling or the rescue thread running its queue, a sync caller running a closure
+   * inline, or a sync's waiter running the queue up to its sync). Whoever holds it runs
+   * the lane's tasks, one at a time, in order.
    * [atomic: seq_cst CAS 0 -> tid to take it, seq_cst store of 0 to give it up; the
    * Dekker pair with a producer: push(CAS tail) ; load(excl)  against
    * store(excl = 0) ; load(tail)] */
@@ -176,9 +177,10 @@ struct lanepool_lane {
    * against holder: store(excl = 0) ; load(carried), both seq_cst] */
   _Atomic uint32_t carried;
 #define LANEPOOL__CARRIER_LOOK UINT32_MAX
-  /* Threads of the band waiting for a sync queued here that may run the lane's queue
-   * themselves once it is free (sync.c, sync_queued), and the futex word they wait on:
-   * bumped when the lane is given up with work queued and when a sync here ends.
+  /* Threads waiting for a sync queued here that run the lane's queue themselves once it
+   * is free (sync.c, help_until_answered), and the futex word they wait on: bumped when
+   * the lane is given up with work queued, when a sync here ends and when a waiter's
+   * chain changes.
    * [atomic: seq_cst] */
   _Atomic uint32_t helpers;
   _Atomic uint32_t help_seq;

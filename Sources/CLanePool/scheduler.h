@@ -136,7 +136,8 @@ bool lanepool__excl_take(lanepool_lane_t *lane);
  * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);
 /* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
- * thread a task ends counts and gives back (worker.c, thread_lost). */
+ * thread a task ends counts and gives back (worker.c, thread_lost; a sync's waiter that
+ * ran another lane's queue inside it gives that one back first, sync.c, sync_unwound). */
 extern __thread lanepool_lane_t *lanepool__running_lane;
 /* The band this thread waits at (escalation): its own, or that of a lane it holds. */
 int lanepool__waiter_band(void);

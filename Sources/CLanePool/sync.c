@@ -6,7 +6,9 @@
  * the lane's tasks and gives it up before it runs anything else (worker.c); a thread of
  * the band takes it to run the queue of a lane whose own thread is away (worker.c); a
  * sync caller that finds the lane free with nothing queued takes it and runs its closure
- * inline, on its own thread, as dispatch_sync does on an idle serial queue. A thread
+ * inline, on its own thread, as dispatch_sync does on an idle serial queue; a thread of
+ * the pool waiting for its queued sync takes it to run the queue up to that sync
+ * (help_until_answered). A thread
  * running band work holds no lane, so a sync from a task onto any lane, its "own"
  * included, never waits for itself. Only a real cycle of exclusions is refused: a sync
  * onto a lane the calling thread holds, directly or through the chain of syncs that
@@ -72,7 +74,10 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
                            lanepool__carrier_owed.band != 0,
                        0))
     lanepool__carrier_give(lane, self_id(), lanepool__held_now != NULL);
-  if (lanepool__lane_has_work(lane)) lanepool__lane_kick(lane, true);
+  if (lanepool__lane_has_work(lane)) {
+    lanepool__lane_kick(lane, true);
+    lanepool__wake_helpers(lane); /* waiters that run the queue themselves */
+  }
 }
 
 /* ---- running a lane's queue ------------------------------------------------------ */
@@ -110,7 +115,10 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
   _Atomic uint64_t *done = lane ? &lane->bound_done : &me->band_done;
   lanepool__add_owned(done, 1, memory_order_release);
   lanepool__add_owned(&me->executed, 1, memory_order_release);
-  if (nested) atomic_store_explicit(&me->started_tasks, ex + 2, memory_order_relaxed);
+  if (nested) /* (nested tasks may have run inside this one: read `executed` again) */
+    atomic_store_explicit(&me->started_tasks,
+                          atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
@@ -373,6 +381,8 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
   int rc = lanepool__lane_push(lane, lanepool__sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
   uint32_t st = rc ? 2 : 0;
   if (rc) LANEPOOL__TEST_POINT("sync_refused", lane, rc);
+  /* LANEPOOL_SYNC_QUEUED asks for the lane's own thread: only that thread helps then. */
+  bool may_help = !(flags & LANEPOOL_SYNC_QUEUED) || lanepool__thread_lane == lane;
   waiter_frame f = {&s, escalates, false, lanepool__current, lanepool__running_lane};
   pthread_cleanup_push(sync_unwound, &f);
   while (st != 1 && st != 2) {
@@ -381,7 +391,7 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
       if (atomic_compare_exchange_strong_explicit(&s.state, &told, 0, memory_order_seq_cst,
                                                   memory_order_relaxed))
         rewalk(&s);
-    } else if (!(st = help_until_answered(lane, &s, escalates, &f.helping)) &&
+    } else if (!(st = may_help ? help_until_answered(lane, &s, escalates, &f.helping) : 0) &&
                !(st = atomic_load_explicit(&s.state, memory_order_acquire))) {
       lanepool__futex_wait(&s.state, 0);
     }

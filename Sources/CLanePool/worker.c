@@ -57,6 +57,7 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
     if (go_away(me)) {
       if (!fair) return true; /* its own lane first */
       lanepool__band_wake(me->pool, me->band);
+      lanepool__wake_helpers(me);
     }
     if (!lanepool__excl_take(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
@@ -76,6 +77,7 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
   if (go_away(me)) {
     if (!fair) return true;
     lanepool__band_wake(me->pool, me->band);
+    lanepool__wake_helpers(me);
   }
   lanepool__task task;
   if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
@@ -259,7 +261,9 @@ static void *lane_resume(void *arg);
 /* A task ended the lane's thread (pthread_exit, or pthread_cancel at a cancellation
  * point): the unwinding runs this. The task counts as finished (it ran, once); a
  * successor thread takes the lane over and runs the rest of its queue, so nothing
- * accepted is lost and shutdown can still join the lane. */
+ * accepted is lost and shutdown can still join the lane. (A task of another lane, run by
+ * this thread while it waited for a sync there: sync.c's sync_unwound ran first and gave
+ * that lane back; what is left here is this thread's own.) */
 static void thread_lost(void *arg) {
   lanepool_lane_t *lane = arg;
   /* The task that ended the thread ran, once: counted as run_counted would have, and
