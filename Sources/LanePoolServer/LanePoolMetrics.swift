@@ -201,8 +201,12 @@
       do {
         try lane.async {
           probe.started.add(1, ordering: .relaxed)
-          waitTimer.recordNanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds &- submitted))
-          probe.pending.store(false, ordering: .relaxed)
+          let waited = DispatchTime.now().uptimeNanoseconds &- submitted
+          // Free for the next pass before the value is out: a pass that follows the
+          // recorded value (a test's, a scrape's) must not find this probe still pending
+          // and skip its lane (the band then lagged one probe behind for good).
+          probe.pending.store(false, ordering: .releasing)
+          waitTimer.recordNanoseconds(Int64(clamping: waited))
         }
       } catch {
         probe.pending.store(false, ordering: .relaxed)  // shut down: nothing to measure
