@@ -36,6 +36,19 @@ static mode_t_ mode;
 static const char *mode_name[] = {"root", "uid 65534, RLIMIT_NICE 0", "uid 65534, RLIMIT_NICE 20",
                                   "uid 65534, RLIMIT_NICE 15"};
 
+/* Sleeps `us` microseconds: the polls below, each for a condition, 10 s at most. */
+static void nap_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+/* Polls every 1 ms while `cond` holds, 10 s at most (the caller checks the condition). */
+#define POLL_WHILE(cond)                                                                           \
+  for (int poll_ = 0; poll_ < 10000 && (cond); poll_++) nap_us(1000)
+/* In a task: holds its thread until `flag` is set. */
+static void hold_until(_Atomic int *flag) {
+  while (!atomic_load(flag)) nap_us(200);
+}
+
 static pid_t gettid_(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* nice and policy of a thread, from /proc (after the last ')': 17th and 39th fields). */
@@ -293,8 +306,7 @@ static bool wait_for_boost(lanepool_lane_t *lane, int b, pid_t tid) {
     if (atomic_load(&lane->boost_band) == (uint32_t)b && tid_of(lane) == tid &&
         nice_of(tid) == boosted_nice(b) && policy_of(tid) == boosted_policy(b))
       return true;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+    nap_us(1000);
   }
   return false;
 }
@@ -306,8 +318,7 @@ static bool wait_for_depth(lanepool_lane_t *lane, uint64_t n) {
   for (int i = 0; i < 10000; i++) {
     lanepool_lane_info_t info;
     if (lanepool_lane_info(lane, &info) == 0 && info.depth == n) return true;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+    nap_us(1000);
   }
   return false;
 }
@@ -408,10 +419,7 @@ static _Atomic int order_len;
 
 static void blocker(void *ctx) {
   (void)ctx;
-  while (!atomic_load(&gate)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&gate);
 }
 
 static void note(void *ctx) { order[atomic_fetch_add(&order_len, 1)] = (int)(intptr_t)ctx; }
@@ -455,10 +463,7 @@ static struct {
 static void wq_away(void *ctx) {
   (void)ctx;
   atomic_store(&wq.away_tid, gettid_());
-  while (!atomic_load(&wq.release)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&wq.release);
 }
 
 static void wq_work(void *ctx) {
@@ -502,10 +507,7 @@ static void test_waiter_runs_the_queue(void) {
   wq.bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
   lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, wq_away, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&wq.away_tid); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&wq.away_tid));
   CHECK(atomic_load(&wq.away_tid) == tid_of(wq.bg));
   int ui_nice = 99, ui_policy = -1;
   proc_sched(tid_of(ui), &ui_nice, &ui_policy);
@@ -517,13 +519,8 @@ static void test_waiter_runs_the_queue(void) {
   CHECK(wq.seen.nice == ui_nice && wq.seen.policy == ui_policy);
   /* The ui lane's thread ran two tasks nested in its own: once that ended, it is idle to
    * the stall detector (started == executed), not still running one. */
-  bool idle = false;
-  for (int i = 0; i < 1000 && !idle; i++) {
-    idle = atomic_load(&ui->started_tasks) == atomic_load(&ui->executed);
-    struct timespec ts = {0, 1000000};
-    if (!idle) nanosleep(&ts, NULL);
-  }
-  CHECK(idle);
+  POLL_WHILE(atomic_load(&ui->started_tasks) != atomic_load(&ui->executed));
+  CHECK(atomic_load(&ui->started_tasks) == atomic_load(&ui->executed));
   /* A task the waiter runs there that syncs onto a lane the waiter holds: a real cycle
    * (the waiter's task holds the ui lane and waits for this one), refused. */
   atomic_store(&wq.work_tid, 0);
@@ -573,11 +570,7 @@ static void test_helper_nested_counts(void) {
   atomic_store(&nest2.gap, -1);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, wq_away, NULL), 0);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, wq_away, NULL), 0);
-  for (int i = 0; i < 10000 && !(atomic_load(&nest2.bg->away) && atomic_load(&nest2.df->away));
-       i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!(atomic_load(&nest2.bg->away) && atomic_load(&nest2.df->away)));
   CHECK_RC(lanepool_lane_sync_flags(nest2.ui, nest2_outer, NULL, LANEPOOL_SYNC_QUEUED), 0);
   CHECK(atomic_load(&nest2.inner_tid) == tid_of(nest2.ui));
   CHECK(atomic_load(&nest2.gap) == 1); /* its own task, still running */
@@ -639,8 +632,7 @@ static void test_boost_begin_end(void) {
   CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_BACKGROUND, &low), 0); /* holds nothing */
   CHECK(low.band_plus_one == 0);
   /* The userInteractive waiter times out: the lane goes down to the next waiter's band. */
-  struct timespec ts = {0, 5000000};
-  nanosleep(&ts, NULL);
+  nap_us(5000);
   CHECK_RC(lanepool_lane_boost_end(&ui), 0);
   CHECK(nice_of(tid) == boosted_nice(1) && policy_of(tid) == boosted_policy(1));
   CHECK_RC(lanepool_lane_boost_end(&ui), 0); /* twice: harmless */
@@ -666,7 +658,7 @@ static void test_boost_if_busy(void) {
   pid_t tid = tid_of(bg);
   lanepool_boost_t b;
   /* Idle (nothing queued, nothing running): nothing held, the lane untouched. */
-  for (int i = 0; i < 10000 && lanepool__lane_depth(bg) != 0; i++) usleep(1000);
+  POLL_WHILE(lanepool__lane_depth(bg) != 0);
   CHECK_RC(lanepool_lane_boost_begin_flags(bg, LANEPOOL_QOS_USER_INTERACTIVE,
                                            LANEPOOL_BOOST_IF_BUSY, &b),
            0);
@@ -725,8 +717,7 @@ static void test_boost_if_busy_own_lane(void) {
 /* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
 
 static void *cancel_soon(void *arg) {
-  struct timespec ts = {0, 20000000};
-  nanosleep(&ts, NULL);
+  nap_us(20000);
   atomic_store(&gate, 1);
   (void)arg;
   return NULL;
@@ -803,10 +794,7 @@ static void test_helper_thread_ended(void) {
   wq.bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
   lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, wq_away, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&wq.away_tid); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&wq.away_tid));
   pid_t first = tid_of(ui);
   /* The queued sync whose closure ended the thread is answered (its unwinding). */
   CHECK_RC(lanepool_lane_sync_flags(ui, ended_task, NULL, LANEPOOL_SYNC_QUEUED), 0);
@@ -927,10 +915,7 @@ static struct {
 static void borrowed_closure(void *ctx) {
   (void)ctx;
   atomic_store(&borrow.in_closure, 1);
-  while (!atomic_load(&gate)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&gate);
   note((void *)(intptr_t)1); /* before the waiter's closure */
 }
 
@@ -957,10 +942,7 @@ static void test_inline_borrower_boosted(void) {
   atomic_store(&order_len, 0);
   pthread_t b, w_th;
   CHECK_RC(pthread_create(&b, NULL, borrower_thread, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&borrow.in_closure); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&borrow.in_closure));
   CHECK(atomic_load(&borrow.in_closure) == 1);
   pid_t bt = (pid_t)atomic_load(&borrow.tid);
   CHECK(bt != tid_of(bg)); /* inline: the borrower's own thread */
@@ -980,8 +962,7 @@ static void test_inline_borrower_boosted(void) {
   for (int i = 0; i < 10000 && !raised; i++) {
     raised = atomic_load(&bg->boost_band) == 0 && nice_of(bt) == want_nice &&
              policy_of(bt) == want_policy;
-    struct timespec ts = {0, 1000000};
-    if (!raised) nanosleep(&ts, NULL);
+    if (!raised) nap_us(1000);
   }
   CHECK(raised);
   if (!raised)
@@ -1020,10 +1001,7 @@ static struct {
 static void nest_inner(void *ctx) {
   (void)ctx;
   atomic_store(&nest.in_inner, 1);
-  while (!atomic_load(&gate)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&gate);
 }
 
 static void nest_outer(void *ctx) {
@@ -1046,8 +1024,7 @@ static void *nest_thread(void *arg) {
 static bool wait_nice(pid_t tid, int nice) {
   for (int i = 0; i < 10000; i++) {
     if (nice_of(tid) == nice) return true;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+    nap_us(1000);
   }
   return false;
 }
@@ -1062,10 +1039,7 @@ static void test_nested_borrower_restored(void) {
   atomic_store(&gate, 0);
   pthread_t t, w1, w2;
   CHECK_RC(pthread_create(&t, NULL, nest_thread, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&nest.in_inner); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&nest.in_inner));
   pid_t bt = (pid_t)atomic_load(&nest.tid);
   CHECK(atomic_load(&nest.in_inner) && nest.before.nice == 10);
   waiter_t a = {nest.inner, LANEPOOL_QOS_DEFAULT, -1, {99, -1, 0}};
@@ -1097,19 +1071,13 @@ static struct { _Atomic int away_tid, carrier_tid, gate1, gate2; } adopt;
 static void away_job(void *ctx) { /* a band job: its lane's thread holds no lane */
   (void)ctx;
   atomic_store(&adopt.away_tid, gettid_());
-  while (!atomic_load(&adopt.gate1)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&adopt.gate1);
 }
 
 static void adopted_task(void *ctx) {
   (void)ctx;
   atomic_store(&adopt.carrier_tid, gettid_());
-  while (!atomic_load(&adopt.gate2)) {
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
+  hold_until(&adopt.gate2);
 }
 
 static void test_adopting_thread_boosted(void) {
@@ -1122,10 +1090,7 @@ static void test_adopting_thread_boosted(void) {
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
   memset(&adopt, 0, sizeof adopt);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_BACKGROUND, away_job, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&adopt.away_tid); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&adopt.away_tid));
   lanepool_lane_t *a = NULL, *l0 = NULL, *l1 = NULL;
   lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &l0);
   lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 1, &l1);
@@ -1139,10 +1104,7 @@ static void test_adopting_thread_boosted(void) {
   }
   /* Lane-bound work on the lane whose thread is away: another thread of the band runs it. */
   CHECK_RC(lanepool_lane_async(a, adopted_task, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&adopt.carrier_tid); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&adopt.carrier_tid));
   pid_t carrier = (pid_t)atomic_load(&adopt.carrier_tid);
   CHECK(carrier != 0 && carrier != away);
   attrs_t before;
@@ -1155,8 +1117,7 @@ static void test_adopting_thread_boosted(void) {
   for (int i = 0; i < 10000 && !raised; i++) {
     raised = atomic_load(&a->boost_band) == 0 && nice_of(carrier) == boosted_nice(0) &&
              policy_of(carrier) == boosted_policy(0);
-    struct timespec ts = {0, 1000000};
-    if (!raised) nanosleep(&ts, NULL);
+    if (!raised) nap_us(1000);
   }
   CHECK(raised);
   if (!raised)
@@ -1171,8 +1132,7 @@ static void test_adopting_thread_boosted(void) {
   for (int i = 0; i < 10000 && !back; i++) {
     attrs_of(carrier, &after);
     back = attrs_equal(&before, &after) && atomic_load(&a->carried) == 0;
-    struct timespec ts = {0, 1000000};
-    if (!back) nanosleep(&ts, NULL);
+    if (!back) nap_us(1000);
   }
   CHECK(back);
   if (!back)
@@ -1206,10 +1166,7 @@ static void mid_task(void *ctx) {
  * keeps is not the background lane's, which boosted_nice describes). */
 static bool wait_for_band(lanepool_lane_t *lane, int b) {
   if (mode == MODE_ROOT) return wait_for_boost(lane, b, tid_of(lane));
-  for (int i = 0; i < 10000 && atomic_load(&lane->boost_band) != (uint32_t)b; i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(atomic_load(&lane->boost_band) != (uint32_t)b);
   return atomic_load(&lane->boost_band) == (uint32_t)b;
 }
 
@@ -1226,10 +1183,7 @@ static void test_chain_rewalked(bool by_sync) {
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
   /* The blocker on the background lane's own thread: a utility task that found the lane
    * free would run the blocker itself, as a waiter that runs the queue it waits for. */
-  for (int i = 0; i < 10000 && atomic_load(&bg->excl) != (uint32_t)tid_of(bg); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(atomic_load(&bg->excl) != (uint32_t)tid_of(bg));
   CHECK(atomic_load(&bg->excl) == (uint32_t)tid_of(bg));
   CHECK_RC(lanepool_lane_async(ut, mid_task, NULL), 0);
   /* The utility task waits on the background lane: that lane runs at utility. */
@@ -1464,8 +1418,7 @@ static void record_point(const char *point, lanepool_lane_t *lane, long arg) {
       return;
     atomic_store(&held_tid, (int)arg);
     while (atomic_load(&hold_successor) == 2) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
+      nap_us(1000);
     }
   }
 }
@@ -1515,8 +1468,7 @@ static void test_boost_after_the_thread_left(void) {
   bool gone = false;
   for (int i = 0; i < 10000 && !gone; i++) {
     gone = atomic_load(&held_tid) != 0 && !task_exists(first);
-    struct timespec ts = {0, 1000000};
-    if (!gone) nanosleep(&ts, NULL);
+    if (!gone) nap_us(1000);
   }
   CHECK(gone);
   pid_t next = (pid_t)atomic_load(&held_tid);
@@ -1527,10 +1479,7 @@ static void test_boost_after_the_thread_left(void) {
   atomic_store(&hold_successor, 0);
   /* The successor applied the boost when it started (with RLIMIT_NICE 0 it sees no CPU
    * change: the test hook's record of the target says it). */
-  for (int i = 0; i < 10000 && !boosted_tid(next); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!boosted_tid(next));
   CHECK(wait_for_boost(bg, 0, next));
   CHECK(tid_of(bg) == next && boosted_tid(next) && !boosted_tid(first));
   CHECK_RC(lanepool_lane_boost_end(&b), 0);
@@ -1550,18 +1499,12 @@ static void test_boost_after_the_thread_left(void) {
   atomic_store(&held_tid, 0);
   atomic_store(&hold_successor, 1);
   CHECK_RC(lanepool_lane_async(bg, end_thread, NULL), 0);
-  for (int i = 0; i < 10000 && !atomic_load(&held_tid); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&held_tid));
   next = (pid_t)atomic_load(&held_tid);
   CHECK(next != 0);
   CHECK_RC(lanepool_lane_boost_end(&b), 0);
   atomic_store(&hold_successor, 0);
-  for (int i = 0; i < 10000 && tid_of(bg) != next; i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(tid_of(bg) != next);
   CHECK(bg_at_own_band(bg));
   /* (A kernel without EEVDF custom slices, before 6.12, reports 0 for both.) */
   CHECK(own_slice >= 0 && slice_of(next) == own_slice);
@@ -1585,8 +1528,7 @@ static void end_point(const char *point, lanepool_lane_t *lane, long arg) {
   if (strcmp(point, "boost_end") == 0) {
     atomic_store(&end_inside, 1);
     while (!atomic_load(&end_release)) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
+      nap_us(1000);
     }
   } else if (strcmp(point, "calls_wait") == 0) {
     atomic_store(&destroy_waits, 1);
@@ -1620,19 +1562,13 @@ static int destroy_while_held(lanepool_t *pool, void *(*holder)(void *), void *a
   pthread_t held, destroyer;
   pthread_create(&held, NULL, holder, arg);
   bool in = false;
-  for (int i = 0; i < 10000 && !(in = atomic_load(inside)); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!(in = atomic_load(inside)));
   CHECK(in);
   destroy_arg d = {pool, 0, -1};
   pthread_create(&destroyer, NULL, destroy_pool_thread, &d);
   /* Either destroy waits for the call (right), or it returns and freed the lane under
    * it (wrong: the call then touches freed memory, which ASan reports). */
-  for (int i = 0; i < 10000 && !atomic_load(&destroy_waits) && !atomic_load(&d.done); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
+  POLL_WHILE(!atomic_load(&destroy_waits) && !atomic_load(&d.done));
   CHECK(atomic_load(&destroy_waits) && !atomic_load(&d.done));
   atomic_store(release, 1);
   pthread_join(held, NULL);
@@ -1667,8 +1603,7 @@ static void refused_point(const char *point, lanepool_lane_t *lane, long arg) {
   if (strcmp(point, "sync_refused") == 0) {
     atomic_store(&refused_inside, 1);
     while (!atomic_load(&refused_release)) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
+      nap_us(1000);
     }
   } else if (strcmp(point, "calls_wait") == 0) {
     atomic_store(&destroy_waits, 1);
