@@ -227,35 +227,6 @@ void lanepool__sync_trampoline(void *arg) {
   pthread_cleanup_pop(1);
 }
 
-/* A queued sync whose waiter's thread ended while it ran the lane's queue (sync.c,
- * sync_unwound): its record was in that thread's frame, so its cell runs nothing. The
- * caller holds the lane (no other thread takes from it); the cell is older than the
- * tail read here (the waiter pushed it before it helped). */
-static void sync_forgotten(void *arg) { (void)arg; }
-
-static inline bool forget_if(lanepool__ring_fn *fn, void *ctx, void *arg, const void *s) {
-  if (*fn != lanepool__sync_trampoline || ctx != s || arg) return false;
-  *fn = sync_forgotten;
-  return true;
-}
-
-void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s) {
-  lanepool__ring *r = &lane->ring;
-  uint64_t end = lanepool__ring_tail(r, memory_order_seq_cst);
-  for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
-    lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    if (forget_if(&slot->fn, slot->ctx, slot->arg, s)) return;
-  }
-  lanepool__spill *l = &lane->spill;
-  pthread_mutex_lock(&l->lock);
-  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
-  for (uint64_t i = 0; i < len; i++) {
-    lanepool__task *task = &l->buf[(l->head + i) % l->cap];
-    if (forget_if(&task->fn, task->ctx, task->arg, s)) break;
-  }
-  pthread_mutex_unlock(&l->lock);
-}
-
 /* A queued sync that will not run (cancel): its waiter is answered ECANCELED. */
 void lanepool__sync_discard(void *arg) { sync_answer(arg, 2); }
 
@@ -266,6 +237,33 @@ static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
   }
 }
 
+/* Each cell of the lane's queue, the ring's up to `end` then the list's, to `visit` until
+ * it returns true. Nothing else takes from the queue meanwhile (the caller holds the lane,
+ * or the pool cancels: below). */
+static void each_cell(lanepool_lane_t *lane, uint64_t end,
+                      bool (*visit)(lanepool__ring_fn *fn, void *ctx, void *arg, const void *data),
+                      const void *data) {
+  lanepool__ring *r = &lane->ring;
+  for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
+    lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
+    if (visit(&slot->fn, slot->ctx, slot->arg, data)) return;
+  }
+  lanepool__spill *l = &lane->spill;
+  pthread_mutex_lock(&l->lock);
+  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
+  for (uint64_t i = 0; i < len; i++) {
+    lanepool__task *task = &l->buf[(l->head + i) % l->cap];
+    if (visit(&task->fn, task->ctx, task->arg, data)) break;
+  }
+  pthread_mutex_unlock(&l->lock);
+}
+
+static bool cancel_cell(lanepool__ring_fn *fn, void *ctx, void *arg, const void *data) {
+  (void)data;
+  cancel_if_sync(fn, ctx, arg);
+  return false;
+}
+
 /* Cancel (lifecycle.c): once the driver has set this ring's CLOSED bit its claims are
  * final; each `sync` still queued is answered now and its cell marked (fn NULL) for the
  * discard pass to skip. (Nothing else takes from the ring meanwhile: every thread of the
@@ -273,25 +271,28 @@ static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
  * exclusion only while the pool is open.) */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
-  lanepool__ring *r = &lane->ring;
   uint64_t t;
-  while (!((t = atomic_load_explicit(&r->tail, memory_order_seq_cst)) & LANEPOOL__CLOSED)) {
+  while (!((t = atomic_load_explicit(&lane->ring.tail, memory_order_seq_cst)) & LANEPOOL__CLOSED)) {
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     sched_yield(); /* the driver is closing the lanes one by one: a short wait */
   }
-  uint64_t end = t & ~LANEPOOL__TAIL_FLAGS;
-  for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
-    lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    cancel_if_sync(&slot->fn, slot->ctx, slot->arg);
-  }
-  lanepool__spill *l = &lane->spill;
-  pthread_mutex_lock(&l->lock);
-  uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
-  for (uint64_t i = 0; i < len; i++) {
-    lanepool__task *task = &l->buf[(l->head + i) % l->cap];
-    cancel_if_sync(&task->fn, task->ctx, task->arg);
-  }
-  pthread_mutex_unlock(&l->lock);
+  each_cell(lane, t & ~LANEPOOL__TAIL_FLAGS, cancel_cell, NULL);
+}
+
+/* A queued sync whose waiter's thread ended while it ran the lane's queue (sync.c,
+ * sync_unwound): its record was in that thread's frame, so its cell runs nothing. The
+ * caller holds the lane; the cell is older than the tail read here (the waiter pushed it
+ * before it helped). */
+static void sync_forgotten(void *arg) { (void)arg; }
+
+static bool forget_cell(lanepool__ring_fn *fn, void *ctx, void *arg, const void *s) {
+  if (*fn != lanepool__sync_trampoline || ctx != s || arg) return false;
+  *fn = sync_forgotten;
+  return true;
+}
+
+void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s) {
+  each_cell(lane, lanepool__ring_tail(&lane->ring, memory_order_seq_cst), forget_cell, s);
 }
 
 /* One queued task to the discard pass: a sync already answered (fn NULL) is skipped, a
