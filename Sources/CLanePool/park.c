@@ -94,7 +94,6 @@ void lanepool__lane_kick(lanepool_lane_t *lane, bool note) {
   /* Awake and not away: its thread looks at its lane before it goes away or parks. */
   if (!atomic_load_explicit(&lane->away, memory_order_seq_cst)) return;
   lanepool__band_wake(lane->pool, lane->band);
-  lanepool__wake_helpers(lane); /* they may run the queue themselves */
 }
 
 /* ---- submitting ------------------------------------------------------------------- */

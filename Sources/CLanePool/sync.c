@@ -76,7 +76,9 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
     lanepool__carrier_give(lane, self_id(), lanepool__held_now != NULL);
   if (lanepool__lane_has_work(lane)) {
     lanepool__lane_kick(lane, true);
-    lanepool__wake_helpers(lane); /* waiters that run the queue themselves */
+    /* Free with work: the one moment a waiter asleep on help_seq may take the lane (it
+     * sleeps only while the lane is held; its own sync keeps the queue non-empty). */
+    lanepool__wake_helpers(lane);
   }
 }
 
@@ -87,12 +89,11 @@ __thread bool lanepool__band_job_running;
 
 void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
                            unsigned source) {
-  /* started != executed while a task runs: what the stall detector watches. A sync
-   * waiter that runs a lane's queue nests lane tasks in the task it runs (nested): after
-   * each, that outer task still runs. */
-  uint64_t ex = atomic_load_explicit(&me->executed, memory_order_relaxed);
-  bool nested = atomic_load_explicit(&me->started_tasks, memory_order_relaxed) != ex;
-  atomic_store_explicit(&me->started_tasks, ex + 1, memory_order_relaxed);
+  /* started != executed while a task runs: what the stall detector watches. (A sync's
+   * waiter that runs a lane's queue nests tasks in its own: help_until_answered.) */
+  atomic_store_explicit(&me->started_tasks,
+                        atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   bool outer_band_job = lanepool__band_job_running;
   if (!lane) lanepool__band_job_running = true;
   /* Back from a real-time boost: its timer slack as its band sets it (only it can). */
@@ -115,10 +116,6 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
   _Atomic uint64_t *done = lane ? &lane->bound_done : &me->band_done;
   lanepool__add_owned(done, 1, memory_order_release);
   lanepool__add_owned(&me->executed, 1, memory_order_release);
-  if (nested) /* (nested tasks may have run inside this one: read `executed` again) */
-    atomic_store_explicit(&me->started_tasks,
-                          atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
 }
 
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
@@ -308,6 +305,11 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bo
         lanepool__excl_release(lane); /* answers this sync, and the others queued here */
       else
         (void)lanepool__run_lane(me, lane, UINT32_MAX, LANEPOOL__FROM_ADOPTED, &s->state, NULL);
+      /* The task this thread waits in still runs, for the stall detector: the ones run
+       * here each counted as started and finished. */
+      atomic_store_explicit(&me->started_tasks,
+                            atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                            memory_order_relaxed);
       continue;
     }
     lanepool__futex_wait(&lane->help_seq, seq);
@@ -324,12 +326,14 @@ typedef struct {
   lanepool_lane_t *current, *running; /* the thread's, before it helped */
 } waiter_frame;
 
-/* The waiter's thread ended in a task it ran while helping (pthread_exit, or a cancel at
- * a cancellation point in the task; worker.c's thread_lost then replaces it): what its
- * frame held goes with it. The task's lane, which this thread holds: the task counted,
- * the sync's cell (still queued unless its closure was what ended the thread) made to run
- * nothing, the lane given up, the thread's own lane and chain back for thread_lost.
- * Then the waiter's helping count, listing and boost are left. */
+/* The wait's way out, returned from or unwound. Unwound: the waiter's thread ended in a
+ * task it ran while helping (pthread_exit, or a cancel at a cancellation point in the
+ * task; worker.c's thread_lost then replaces it), and what its frame held goes with it.
+ * The task's lane, which this thread holds: the task counted, the sync's cell (still
+ * queued unless its closure was what ended the thread) made to run nothing, the lane
+ * given up, the thread's own lane and chain back for thread_lost. Either way the
+ * waiter's helping count, listing and boost are left (the boost a no-op if the lane's
+ * answer took it). */
 static void sync_unwound(void *arg) {
   waiter_frame *f = arg;
   lanepool__sync *s = f->s;
@@ -397,9 +401,7 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
     }
     if (st != 1 && st != 2) st = atomic_load_explicit(&s.state, memory_order_acquire);
   }
-  pthread_cleanup_pop(0);
-  if (escalates) lanepool__chain_unlisten(&s);
-  lanepool__boost_leave(lane, &s.boost); /* the lane's swap came first: no-op */
+  pthread_cleanup_pop(1);
   return rc ? rc : st == 1 ? 0 : ECANCELED;
 }
 

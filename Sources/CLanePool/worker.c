@@ -57,7 +57,6 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
     if (go_away(me)) {
       if (!fair) return true; /* its own lane first */
       lanepool__band_wake(me->pool, me->band);
-      lanepool__wake_helpers(me);
     }
     if (!lanepool__excl_take(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
@@ -77,7 +76,6 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
   if (go_away(me)) {
     if (!fair) return true;
     lanepool__band_wake(me->pool, me->band);
-    lanepool__wake_helpers(me);
   }
   lanepool__task task;
   if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
