@@ -59,6 +59,24 @@ func capturingLogger() -> (Logger, CapturedLogs) {
   return (Logger(label: "test") { _ in CapturingHandler(sink: sink) }, sink)
 }
 
+/// Samples until `counter` shows at least `n` (30 s at most), then 20 passes more, 1 ms
+/// apart, so that a count that goes past `n` shows too; returns what it shows then.
+func sampledTotal(
+  _ collector: LanePoolMetrics, _ counter: TestCounter, atLeast n: Int64
+) async throws
+  -> Int64
+{
+  _ = await eventually {
+    collector.sample()
+    return counter.totalValue >= n
+  }
+  for _ in 0..<20 {
+    collector.sample()
+    try await Task.sleep(for: .milliseconds(1))
+  }
+  return counter.totalValue
+}
+
 final class Count: Sendable {
   let value = Atomic<Int>(0)
   func bump() { value.add(1, ordering: .relaxed) }
@@ -290,16 +308,7 @@ struct LanePoolServerTests {
     for _ in 0..<8 { try pool.async(qos: .utility) { done.bump() } }
     #expect(await eventually { done.n == 8 })
     let utility = try metrics.expectCounter(LanePoolMetrics.Label.tasksExecuted, dims(.utility))
-    #expect(
-      await eventually {
-        collector.sample()
-        return utility.totalValue >= 8
-      })
-    for _ in 0..<20 {
-      collector.sample()
-      try await Task.sleep(for: .milliseconds(1))
-    }
-    #expect(utility.totalValue == 8)
+    #expect(try await sampledTotal(collector, utility, atLeast: 8) == 8)
     try await pool.shutdownGracefully()
   }
 
@@ -312,27 +321,18 @@ struct LanePoolServerTests {
     // band's queue, is run by the band's rescue thread once the band has been stuck for
     // its rescue delay. Before the fix the count was 1: the rescue lane was not summed.
     let bRan = DispatchSemaphore(value: 0)
-    let aStarted = DispatchSemaphore(value: 0)
+    let aStarted = Count()
     try pool.async(qos: .utility) {
-      aStarted.signal()
+      aStarted.bump()
       bRan.wait()
     }
-    aStarted.wait()
+    #expect(await eventually { aStarted.n == 1 })
     try pool.async(qos: .utility) { bRan.signal() }
     let rescue = try #require(pool.rescueLanes.first { $0.qos == .utility })
     #expect(await eventually { rescue.info.tasksExecuted == 1 })
     let executed = try metrics.expectCounter(
       LanePoolMetrics.Label.tasksExecuted, [("pool", "svc9"), ("qos", "utility")])
-    #expect(
-      await eventually {
-        collector.sample()
-        return executed.totalValue >= 2
-      })
-    for _ in 0..<10 {
-      collector.sample()
-      try await Task.sleep(for: .milliseconds(1))
-    }
-    #expect(executed.totalValue == 2)
+    #expect(try await sampledTotal(collector, executed, atLeast: 2) == 2)
     try await pool.shutdownGracefully()
   }
 
