@@ -63,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include "wrap_syscall.h"
 
 /* ---- the syscall wrapper ------------------------------------------------------- */
 
@@ -82,11 +83,7 @@ static _Atomic pid_t setattr_target[16];
 static _Atomic int setattr_count;
 
 long __wrap_syscall(long n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  long a[6];
-  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
-  va_end(ap);
+  WRAP_SYSCALL_ARGS(n, a);
   if (n == SYS_sched_setattr) {
     int k = atomic_fetch_add(&setattr_count, 1);
     if (k < 16) atomic_store(&setattr_target[k], (pid_t)a[0]);

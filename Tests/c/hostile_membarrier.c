@@ -35,16 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include "wrap_syscall.h"
 
 long __real_syscall(long n, ...);
 static _Atomic int fail_membarrier, membarrier_failed, global_barriers;
 
 long __wrap_syscall(long n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  long a[6];
-  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
-  va_end(ap);
+  WRAP_SYSCALL_ARGS(n, a);
   if (n == SYS_membarrier && a[0] == MEMBARRIER_CMD_GLOBAL) atomic_fetch_add(&global_barriers, 1);
   if (n == SYS_membarrier && a[0] == MEMBARRIER_CMD_PRIVATE_EXPEDITED &&
       atomic_load(&fail_membarrier)) {

@@ -155,13 +155,10 @@ static void scenario_name(const scenario *sc, char *out, size_t cap) {
 #ifdef HOSTILE_WRAP_SYSCALL
 #include <stdarg.h>
 #include <sys/syscall.h>
+#include "wrap_syscall.h"
 long __real_syscall(long n, ...);
 long __wrap_syscall(long n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  long a[6];
-  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
-  va_end(ap);
+  WRAP_SYSCALL_ARGS(n, a);
   long r = __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
   if (n == SYS_sched_setattr) {
     int e = errno;

@@ -114,6 +114,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "wrap_syscall.h"
 
 enum {
   OP_ASYNC,
@@ -601,11 +602,7 @@ static void note_boost_locks(lanepool_t *p) { (void)p; }
  * needs that boost_lock waits for the watchdog. */
 long __real_syscall(long n, ...);
 long __wrap_syscall(long n, ...) {
-  va_list ap;
-  va_start(ap, n);
-  long a[6];
-  for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
-  va_end(ap);
+  WRAP_SYSCALL_ARGS(n, a);
   long r = __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
   if ((n == SYS_sched_getattr || n == SYS_sched_setattr) && a[0] != 0) {
     int e = errno;
