@@ -90,7 +90,7 @@ __thread bool lanepool__band_job_running;
 void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
                            unsigned source) {
   /* started != executed while a task runs: what the stall detector watches. (A sync's
-   * waiter that runs a lane's queue nests tasks in its own: help_until_answered.) */
+   * waiter that runs a lane's queue nests tasks in its own: run_lane.) */
   atomic_store_explicit(&me->started_tasks,
                         atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
                         memory_order_relaxed);
@@ -123,6 +123,9 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
   /* Over the chain the thread holds already (a sync's waiter inside a lane's task). */
   const lanepool__held *outer = lanepool__held_now;
   lanepool__held held = {lane, outer};
+  /* Inside a task of its own (a sync's waiter): that task still runs after these. */
+  bool in_task = atomic_load_explicit(&me->started_tasks, memory_order_relaxed) !=
+                 atomic_load_explicit(&me->executed, memory_order_relaxed);
   lanepool_lane_t *saved_current = lanepool__current, *saved_running = lanepool__running_lane;
   lanepool__held_now = &held;
   lanepool__current = lane;
@@ -151,6 +154,10 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
   lanepool__running_lane = saved_running;
   lanepool__current = saved_current;
   lanepool__held_now = outer;
+  if (in_task) /* before the release: a thread it wakes sees that task still running */
+    atomic_store_explicit(&me->started_tasks,
+                          atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
   if (!keep_if_empty || !*keep_if_empty) lanepool__excl_release(lane);
   return ran;
 }
@@ -305,11 +312,6 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bo
         lanepool__excl_release(lane); /* answers this sync, and the others queued here */
       else
         (void)lanepool__run_lane(me, lane, UINT32_MAX, LANEPOOL__FROM_ADOPTED, &s->state, NULL);
-      /* The task this thread waits in still runs, for the stall detector: the ones run
-       * here each counted as started and finished. */
-      atomic_store_explicit(&me->started_tasks,
-                            atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
-                            memory_order_relaxed);
       continue;
     }
     lanepool__futex_wait(&lane->help_seq, seq);
