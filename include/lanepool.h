@@ -370,7 +370,22 @@ typedef struct lanepool_config {
    *  for a CPU, maybe the spinner's: the kernel need not run it when the spinner
    *  yields, since spinning counts against the spinner's share). */
   uint32_t interactive_spin_ns;
+  /** What the bands' nice values become where the kernel refuses the lowest of them (no
+   *  CAP_SYS_NICE, RLIMIT_NICE too low: a container's usual case).
+   *  LANEPOOL_NICE_CLAMP (0, default): each refused nice goes as low as permitted, so
+   *  the bands above that floor tie there (unprivileged, by default: 0, 0, 0, 4, 10).
+   *  LANEPOOL_NICE_SHIFT: every band's nice moves up by one amount, read once at
+   *  creation, so that the lowest of them is the lowest the creating thread may set,
+   *  capped at 19: the bands keep their order and gaps (unprivileged, by default: 0, 2,
+   *  5, 9, 15), at the cost of the pool's default band running below other processes'
+   *  nice-0 threads. With the privilege to lower nice that far, no change. Lane info
+   *  reports the shifted values as requested. Any other value is EINVAL. */
+  int unprivileged_nice;
 } lanepool_config_t;
+
+/** lanepool_config_t.unprivileged_nice values. */
+#define LANEPOOL_NICE_CLAMP 0
+#define LANEPOOL_NICE_SHIFT 1
 
 /** The largest stack_size: 1 GiB. */
 #define LANEPOOL_MAX_STACK_SIZE ((size_t)1 << 30)
@@ -396,7 +411,8 @@ static inline int lanepool_config_init(lanepool_config_t *cfg) {
  * injected topology too). On error, if `field` is not NULL, *field is set to a static
  * string naming the first offending member as spelled in this struct: "name",
  * "lanes_per_band", "ring_capacity", "hard_capacity", "fixed_spin", "allow_realtime",
- * "stack_size", "stall_threshold_ns", "interactive_spin_ns", "policy[B].sched",
+ * "stack_size", "stall_threshold_ns", "interactive_spin_ns", "unprivileged_nice",
+ * "policy[B].sched",
  * "policy[B].rt_priority", "policy[B].nice",
  * "policy[B].ioprio_class", "policy[B].ioprio_level", "policy[B].slice_ns",
  * "policy[B].timer_slack_ns" (B the band
@@ -424,8 +440,8 @@ LANEPOOL_API int lanepool_create(const lanepool_config_t *cfg, lanepool_t **out)
  * The process-wide default pool, created on first call and never torn down: name
  * "lanepool", min(allowed CPUs, cgroup CPU quota) lanes per band (at most
  * LANEPOOL_MAX_LANES_PER_BAND), or as set by lanepool_default_configure() and the
- * environment (LANEPOOL_DEFAULT_LANES, LANEPOOL_DEFAULT_PLACEMENT, LANEPOOL_DEFAULT_RING;
- * README). Returns 0, EINVAL (NULL out, or a bad environment value: then no pool is
+ * environment (LANEPOOL_DEFAULT_LANES, LANEPOOL_DEFAULT_PLACEMENT, LANEPOOL_DEFAULT_NICE,
+ * LANEPOOL_DEFAULT_RING; README). Returns 0, EINVAL (NULL out, or a bad environment value: then no pool is
  * created and nothing is logged) or the error of its creation (a later call tries
  * again).
  */
@@ -440,7 +456,7 @@ LANEPOOL_API int lanepool_default(lanepool_t **out);
  * LANEPOOL_LANES_PER_CPU sizes it as the unconfigured default does: min(allowed CPUs,
  * CPU quota). A later call before first use replaces the earlier one. The
  * environment (LANEPOOL_DEFAULT_LANES, LANEPOOL_DEFAULT_PLACEMENT,
- * LANEPOOL_DEFAULT_RING, README) still overrides what it sets.
+ * LANEPOOL_DEFAULT_NICE, LANEPOOL_DEFAULT_RING, README) still overrides what it sets.
  * Returns 0; EINVAL (NULL cfg, a setting lanepool_config_check refuses, a topology);
  * ENOTSUP (NUMA without libnuma); ENOMEM; EALREADY (the default pool exists: nothing
  * changes). Thread-safe.

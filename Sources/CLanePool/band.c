@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +30,10 @@ _Atomic(lanepool__test_point_fn) lanepool__test_point;
 
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
-static bool has_cap_sys_nice(void) {
-  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-  memset(data, 0, sizeof data);
-  if (syscall(SYS_capget, &hdr, data) != 0) return false;
-  return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
-}
-
 /* true if this thread may set its nice to `nice` (down from anything above it). */
-static bool may_lower_to(int nice) { return nice >= lanepool__nice_floor() || has_cap_sys_nice(); }
+static bool may_lower_to(int nice) {
+  return nice >= lanepool__nice_floor() || lanepool__has_cap_sys_nice();
+}
 
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
 

@@ -369,6 +369,7 @@ struct lanepool {
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
   uint32_t max_spinners; /* [once] */
+  int nice_shift;        /* added to each band's nice (LANEPOOL_NICE_SHIFT) [once] */
   /* The low-latency interactive band's own spinners, counted like `spinners` with a
    * cap of 1. [atomic: relaxed; a soft limit] */
   _Atomic uint32_t interactive_spinner;
@@ -591,6 +592,11 @@ int lanepool__ioprio_value(int ioprio_class, int level);
 int lanepool__nice_floor(void);
 /* ...and the lowest it may go from `current`: that floor if below, else `current`. */
 int lanepool__lowest_permitted_nice(int current);
+bool lanepool__has_cap_sys_nice(void); /* in the calling thread's effective set */
+/* LANEPOOL_NICE_SHIFT's amount for a table, for a pool the calling thread creates (its
+ * lanes start at its nice): how far the table's lowest nice is below the lowest this
+ * thread may set; 0 with CAP_SYS_NICE or when it may. */
+int lanepool__nice_shift(const lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT]);
 /* Thin wrappers over the scheduling system calls for thread `tid` (policy.c, also used
  * by band.c): 0 or an errno value; lanepool__get_nice leaves errno 0 unless it failed. */
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority);

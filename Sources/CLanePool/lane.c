@@ -69,6 +69,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->cpu = where.cpu;
   lane->node = where.node;
   lane->policy = cfg->policy[band];
+  int nice = lane->policy.nice + pool->nice_shift; /* LANEPOOL_NICE_SHIFT's, capped */
+  lane->policy.nice = nice > 19 ? 19 : nice;
   lane->generation = pool->generation;
   atomic_init(&lane->boost_band, band);
 

@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -164,6 +165,23 @@ int lanepool__nice_floor(void) {
 int lanepool__lowest_permitted_nice(int current) {
   int floor = lanepool__nice_floor();
   return floor < current ? floor : current;
+}
+
+bool lanepool__has_cap_sys_nice(void) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+  memset(data, 0, sizeof data);
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
+}
+
+int lanepool__nice_shift(const lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT]) {
+  int least = policy[0].nice;
+  for (int b = 1; b < LANEPOOL_BAND_COUNT; b++)
+    if (policy[b].nice < least) least = policy[b].nice;
+  if (lanepool__has_cap_sys_nice()) return 0;
+  int lowest = lanepool__lowest_permitted_nice(lanepool__get_nice((pid_t)syscall(SYS_gettid)));
+  return lowest > least ? lowest - least : 0;
 }
 
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p) {

@@ -84,6 +84,9 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
   if (cfg->allow_realtime != 0 && cfg->allow_realtime != 1) BAD("allow_realtime");
   if (cfg->stall_threshold_ns != 0 && cfg->stall_threshold_ns < 1000000) BAD("stall_threshold_ns");
   if (cfg->interactive_spin_ns > LANEPOOL_MAX_INTERACTIVE_SPIN_NS) BAD("interactive_spin_ns");
+  if (cfg->unprivileged_nice != LANEPOOL_NICE_CLAMP &&
+      cfg->unprivileged_nice != LANEPOOL_NICE_SHIFT)
+    BAD("unprivileged_nice");
   /* 0: the pthread default. Below PTHREAD_STACK_MIN (16 KiB on Linux) pthread refuses;
    * above the maximum, pthread_create would fail late with EAGAIN or EINVAL. */
   if (cfg->stack_size != 0 &&
@@ -166,6 +169,8 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->stall_threshold_ns = cfg->stall_threshold_ns;
   pool->log = cfg->log;
   pool->log_arg = cfg->log_arg;
+  if (cfg->unprivileged_nice == LANEPOOL_NICE_SHIFT)
+    pool->nice_shift = lanepool__nice_shift(cfg->policy);
   if (cfg->max_spinning_lanes == 0) {
     uint32_t half = allowed_cpu_count() / 2;
     pool->max_spinners = half ? half : 1;
@@ -262,6 +267,13 @@ static void log_refusals(lanepool_t *pool) {
   char msg[2048];
   if (lanepool__describe_refusals(pool, msg, sizeof msg) > 0)
     pool->log(LANEPOOL_LOG_WARNING, msg, pool->log_arg);
+  if (pool->nice_shift) {
+    snprintf(msg, sizeof msg,
+             "lanepool '%s': this thread may not lower its nice that far; every band's nice is "
+             "%d higher than its policy's (unprivileged_nice = shift)",
+             pool->name, pool->nice_shift);
+    pool->log(LANEPOOL_LOG_INFO, msg, pool->log_arg);
+  }
   for (uint32_t i = 0; i < total; i++) {
     if (pool->lanes[i]->applied.placement_error) {
       snprintf(msg, sizeof msg, "lanepool '%s': lane %s could not be pinned/bound (%s); it floats",
@@ -397,8 +409,9 @@ static int env_number(const char *s, uint64_t max, uint32_t *out) {
   return 0;
 }
 
-/* LANEPOOL_DEFAULT_LANES (1...64), LANEPOOL_DEFAULT_PLACEMENT (none|cores) and
- * LANEPOOL_DEFAULT_RING (a power of two in the ring range) over cfg. Unset or empty:
+/* LANEPOOL_DEFAULT_LANES (1...64), LANEPOOL_DEFAULT_PLACEMENT (none|cores),
+ * LANEPOOL_DEFAULT_NICE (clamp|shift) and LANEPOOL_DEFAULT_RING (a power of two in the
+ * ring range) over cfg. Unset or empty:
  * no change. 0 or EINVAL (cfg untouched for that variable). */
 static int default_env(lanepool_config_t *cfg) {
   const char *v;
@@ -412,6 +425,14 @@ static int default_env(lanepool_config_t *cfg) {
       cfg->placement = LANEPOOL_PLACEMENT_NONE;
     else if (strcmp(v, "cores") == 0)
       cfg->placement = LANEPOOL_PLACEMENT_CORES;
+    else
+      return EINVAL;
+  }
+  if ((v = getenv("LANEPOOL_DEFAULT_NICE")) && v[0]) {
+    if (strcmp(v, "clamp") == 0)
+      cfg->unprivileged_nice = LANEPOOL_NICE_CLAMP;
+    else if (strcmp(v, "shift") == 0)
+      cfg->unprivileged_nice = LANEPOOL_NICE_SHIFT;
     else
       return EINVAL;
   }

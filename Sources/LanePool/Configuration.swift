@@ -37,11 +37,31 @@ extension LanePool {
     /// wake. Cost: one CPU while it spins; nothing once the band has been idle this
     /// long. At most 100 ms. docs/benchmarks.md has the measured latency and CPU cost.
     public var interactiveSpin: Duration? = nil
+    /// What the bands' nice values become where the kernel refuses the lowest of them
+    /// (no `CAP_SYS_NICE` and a low `RLIMIT_NICE`, a container's usual case).
+    public var unprivilegedNice: UnprivilegedNice = .clamp
 
     /// The defaults: pool name "lanepool", one lane per allowed CPU per band (at most 64),
     /// the default ring, LanePool's priority table, no placement, no log handler, no stall
     /// detector.
     public init() {}
+  }
+}
+
+extension LanePool {
+  /// ``Configuration/unprivilegedNice``'s choices.
+  public enum UnprivilegedNice: Sendable, Hashable {
+    /// Each refused nice goes as low as permitted, so the bands above that floor tie
+    /// there (unprivileged, with the default table and a starting nice of 0: 0, 0, 0, 4,
+    /// 10).
+    case clamp
+    /// Every band's nice moves up by one amount, read once when the pool starts, so that
+    /// the lowest of them is the lowest the creating thread may set (capped at 19): the
+    /// bands keep their order and gaps (unprivileged, by default: 0, 2, 5, 9, 15), at the
+    /// cost of the pool's default band running below other processes' nice-0 threads.
+    /// With the privilege to lower nice that far, nothing moves. ``LaneInfo`` reports the
+    /// shifted values as requested.
+    case shift
   }
 }
 
@@ -88,6 +108,7 @@ extension LanePool {
     cfg.allow_realtime = c.allowRealtime ? 1 : 0
     if let t = c.stallThreshold { cfg.stall_threshold_ns = t.nanosecondsForTimeout }
     if let t = c.interactiveSpin { cfg.interactive_spin_ns = UInt32(clamping: t.nanosecondsClamped) }
+    cfg.unprivileged_nice = c.unprivilegedNice == .shift ? LANEPOOL_NICE_SHIFT : LANEPOOL_NICE_CLAMP
     withUnsafeMutableBytes(of: &cfg.policy) { raw in
       let table = raw.bindMemory(to: lanepool_band_policy_t.self)
       for (qos, p) in c.policies { table[qos.bandIndex] = p.c }
@@ -164,6 +185,7 @@ func describeBadSetting(_ field: String?, in c: LanePool.Configuration) -> Strin
       "ringCapacity = \(c.ringCapacity.map(String.init) ?? "nil") is not accepted (a power of two within the documented range)"
   case "hard_capacity": return "hardCapacity is not accepted"
   case "allow_realtime": return "allowRealtime is not accepted"
+  case "unprivileged_nice": return "unprivilegedNice is not accepted"
   case "interactive_spin_ns":
     return "interactiveSpin = \(c.interactiveSpin.map { "\($0)" } ?? "nil") is out of range (at most 100 ms)"
   case "stall_threshold_ns": return "stallThreshold = \(c.stallThreshold.map { "\($0)" } ?? "nil") is out of range"

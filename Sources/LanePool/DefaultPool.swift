@@ -8,7 +8,7 @@ extension LanePool {
   /// (`sched_getaffinity`) and its cgroup CPU quota (v2 `cpu.max`, v1
   /// `cpu.cfs_quota_us`, rounded up), at most 64; or as set by ``configureDefault(_:)``
   /// and the environment (`LANEPOOL_DEFAULT_LANES`, `LANEPOOL_DEFAULT_PLACEMENT`,
-  /// `LANEPOOL_DEFAULT_RING`; see the README).
+  /// `LANEPOOL_DEFAULT_NICE`, `LANEPOOL_DEFAULT_RING`; see the README).
   ///
   /// If the pool cannot start (a bad environment value, no threads to be had), this
   /// stops the program with a message naming the cause. Use ``makeDefault()`` to
@@ -57,8 +57,8 @@ extension LanePool {
   /// A failed start creates nothing, and a later call tries again.
   /// - Throws: ``LanePoolError/invalidArgument(_:)`` naming the environment variable
   ///   with a bad value (`LANEPOOL_DEFAULT_LANES` not in 1...64,
-  ///   `LANEPOOL_DEFAULT_PLACEMENT` not `none` or `cores`, `LANEPOOL_DEFAULT_RING` not a
-  ///   power of two in 2...1,048,576) or the setting of ``configureDefault(_:)`` the
+  ///   `LANEPOOL_DEFAULT_PLACEMENT` not `none` or `cores`, `LANEPOOL_DEFAULT_NICE` not
+  ///   `clamp` or `shift`, `LANEPOOL_DEFAULT_RING` not a power of two in 2...1,048,576) or the setting of ``configureDefault(_:)`` the
   ///   core refused; ``LanePoolError/system(errno:)`` when threads or memory cannot be had.
   public static func makeDefault() throws(LanePoolError) -> LanePool {
     if let cached = cachedDefault() { return cached }
@@ -91,7 +91,8 @@ extension LanePool {
   /// The settings are checked as ``init(configuration:)`` checks them and kept; the
   /// default pool is created from them on first use. A second call before then
   /// replaces the first. The environment variables `LANEPOOL_DEFAULT_LANES`,
-  /// `LANEPOOL_DEFAULT_PLACEMENT` and `LANEPOOL_DEFAULT_RING` still override what is
+  /// `LANEPOOL_DEFAULT_PLACEMENT`, `LANEPOOL_DEFAULT_NICE` and `LANEPOOL_DEFAULT_RING`
+  /// still override what is
   /// set here, so an operator can resize a deployed program. `lanesPerBand = nil`
   /// sizes it as the unconfigured default: min(allowed CPUs, CPU quota).
   /// - Throws: ``LanePoolError/invalidArgument(_:)`` naming the bad setting (a
@@ -153,6 +154,9 @@ extension LanePool {
     }
     if let v = environmentValue("LANEPOOL_DEFAULT_PLACEMENT"), !v.isEmpty, v != "none", v != "cores" {
       return "LANEPOOL_DEFAULT_PLACEMENT = \"\(v)\" is not accepted (none or cores)"
+    }
+    if let v = environmentValue("LANEPOOL_DEFAULT_NICE"), !v.isEmpty, v != "clamp", v != "shift" {
+      return "LANEPOOL_DEFAULT_NICE = \"\(v)\" is not accepted (clamp or shift)"
     }
     if let v = environmentValue("LANEPOOL_DEFAULT_RING"), !v.isEmpty {
       guard let n = digits(v), (2...(1 << 20)).contains(n), n & (n - 1) == 0 else {

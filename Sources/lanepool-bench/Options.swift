@@ -81,6 +81,12 @@ struct BenchCommand: ParsableCommand {
   @Flag(help: "Add a Swift pool sampled every millisecond by LanePoolServer's metrics collector.")
   var compareMetrics = false
 
+  @Option(
+    help: ArgumentHelp(
+      "The LanePool pools' unprivileged_nice: clamp (default) or shift (docs/priorities.md, \"Without privilege\").",
+      valueName: "clamp|shift"))
+  var unprivilegedNice: String = "clamp"
+
   static func parseWorkloads(_ s: String) throws -> Set<String> {
     let names = s.split(separator: ",", omittingEmptySubsequences: false).map {
       $0.trimmingCharacters(in: .whitespaces).lowercased()
@@ -97,6 +103,9 @@ struct BenchCommand: ParsableCommand {
     if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1, got \(rounds)") }
     if let probes, probes < 10 { throw ValidationError("--probes must be at least 10, got \(probes)") }
     if repeatCount < 1 { throw ValidationError("--repeat must be at least 1, got \(repeatCount)") }
+    if unprivilegedNice != "clamp", unprivilegedNice != "shift" {
+      throw ValidationError("--unprivileged-nice must be clamp or shift, got '\(unprivilegedNice)'")
+    }
   }
 }
 
@@ -114,6 +123,7 @@ struct Options: Codable {
   var workloads: [String]
   var compareSpin: Bool
   var compareMetrics: Bool
+  var unprivilegedNice: String
   var subjects: [String]?
   var json: String?
 
@@ -132,6 +142,7 @@ struct Options: Codable {
     workloads = allWorkloads.filter(w.contains)
     compareSpin = c.compareSpin
     compareMetrics = c.compareMetrics
+    unprivilegedNice = c.unprivilegedNice
     subjects = c.subjects
     json = c.json
   }
@@ -147,5 +158,6 @@ struct Options: Codable {
     case repeatCount = "repeat"
     case compareSpin = "compare_spin"
     case compareMetrics = "compare_metrics"
+    case unprivilegedNice = "unprivileged_nice"
   }
 }

@@ -60,7 +60,14 @@ struct Subject: @unchecked Sendable {
 let lanesPerBand = GCDYYPool.defaultQueueCount()
 
 // The subjects' pools, created once.
-let lanePool = try! LanePool(name: "bench", lanesPerBand: lanesPerBand, policies: benchPolicies)
+let lanePool: LanePool = {
+  var c = LanePool.Configuration()
+  c.name = "bench"
+  c.lanesPerBand = lanesPerBand
+  c.policies = benchPolicies
+  c.unprivilegedNice = options.unprivilegedNice == "shift" ? .shift : .clamp
+  return try! LanePool(configuration: c)
+}()
 nonisolated(unsafe) let cPool: OpaquePointer = makeCPool("benchc")
 nonisolated(unsafe) var yyPools: [QoS: GCDYYPool] = {
   var d: [QoS: GCDYYPool] = [:]
@@ -81,6 +88,7 @@ func makeCPool(
   cfg.lanes_per_band = UInt32(lanes)
   cfg.ring_capacity = UInt32(ringCapacity)
   cfg.max_spinning_lanes = maxSpinning
+  cfg.unprivileged_nice = options.unprivilegedNice == "shift" ? LANEPOOL_NICE_SHIFT : LANEPOOL_NICE_CLAMP
   var p: OpaquePointer?
   let rc = name.withCString { n in
     cfg.name = n

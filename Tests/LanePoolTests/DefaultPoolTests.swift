@@ -1,5 +1,6 @@
 import CLanePool
 import Foundation
+import LanePoolTestSupport
 import Synchronization
 import Testing
 
@@ -102,7 +103,7 @@ struct DefaultPoolTests {
     recordChildVerdict(result)
   }
 
-  @Test("LANEPOOL_DEFAULT_PLACEMENT and LANEPOOL_DEFAULT_RING are checked and named")
+  @Test("LANEPOOL_DEFAULT_PLACEMENT, _RING and _NICE are checked and named")
   func otherVariables() async {
     let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
       setenv("LANEPOOL_DEFAULT_PLACEMENT", "numa", 1)
@@ -121,9 +122,22 @@ struct DefaultPoolTests {
         guard error.message.contains("LANEPOOL_DEFAULT_RING") else { reportVerdictAndExit("\(error)") }
       }
       setenv("LANEPOOL_DEFAULT_RING", "256", 1)
+      setenv("LANEPOOL_DEFAULT_NICE", "up", 1)
+      do throws(LanePoolError) {
+        _ = try LanePool.makeDefault()
+        reportVerdictAndExit("nice 'up' accepted")
+      } catch {
+        guard error.message.contains("LANEPOOL_DEFAULT_NICE") else { reportVerdictAndExit("\(error)") }
+      }
+      setenv("LANEPOOL_DEFAULT_NICE", "shift", 1)
       setenv("LANEPOOL_DEFAULT_LANES", "1", 1)
+      // Unprivileged, so that the shift shows: the default band at nice 0 + 5.
+      guard lp_test_set_own_nice(0) == 0, lp_test_drop_privileges(65534, 65534) == 0 else {
+        reportVerdictAndExit("cannot drop privileges")
+      }
       guard let pool = try? LanePool.makeDefault(), pool.lanesPerBand == 1,
-        defaultRingCapacity() == 256
+        defaultRingCapacity() == 256,
+        procSchedFields(tid: pool.lanes(for: .default)[0].info.threadID)?.nice == 5
       else { reportVerdictAndExit("valid variables not applied") }
       reportVerdictAndExit(nil)
     }

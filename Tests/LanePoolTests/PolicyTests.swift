@@ -170,6 +170,44 @@ struct PolicyTests {
     }
     recordChildVerdict(result)
   }
+
+  @Test("unprivileged, unprivilegedNice .shift: every band 5 higher, the gaps kept, no refusal")
+  func unprivilegedShift() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      reportVerdictAndExit(unprivilegedShiftCheck())
+    }
+    recordChildVerdict(result)
+  }
+}
+
+/// Runs in a child process: drops to nobody, starts a pool with the shifted table.
+func unprivilegedShiftCheck() -> String? {
+  guard lp_test_set_own_nice(0) == 0 else { return "could not reset nice" }
+  let rc = lp_test_drop_privileges(65534, 65534)
+  guard rc == 0 else { return "cannot drop privileges: errno \(rc)" }
+  let logs = Locked<[String]>([])
+  var c = LanePool.Configuration()
+  c.name = "shift"
+  c.lanesPerBand = 1
+  c.unprivilegedNice = .shift
+  c.logHandler = { _, line in logs.withLock { $0.append(line) } }
+  let pool: LanePool
+  do { pool = try LanePool(configuration: c) } catch { return "pool did not start: \(error)" }
+  var nices: [Int] = []
+  for qos in QoS.allCases {
+    let info = pool.lanes(for: qos)[0].info
+    guard let proc = procSchedFields(tid: info.threadID) else { return "no /proc stat for \(qos)" }
+    guard info.policy.nice.error == nil, Int64(proc.nice) == info.policy.nice.got else {
+      return "\(qos): \(info.policy.nice), /proc \(proc.nice)"
+    }
+    nices.append(proc.nice)
+  }
+  // The default table, -5 -3 0 4 10, from a starting nice of 0 that this user may not go below.
+  guard nices == [0, 2, 5, 9, 15] else { return "nice by band: \(nices)" }
+  let lines = logs.withLock { $0 }
+  guard lines.count == 1, lines[0].contains("5 higher") else { return "log: \(lines)" }
+  do { try pool.shutdown(discardingQueued: false) } catch { return "shutdown: \(error)" }
+  return nil
 }
 
 /// Runs in a child process: drops to nobody, starts a pool, checks the fallback.

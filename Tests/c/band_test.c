@@ -647,6 +647,66 @@ static void test_boost_begin_end(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- LANEPOOL_NICE_SHIFT: without privilege the table moves up, keeping its gaps ---- */
+
+static _Atomic int shift_log_lines;
+static void shift_log(lanepool_log_level_t level, const char *msg, void *arg) {
+  (void)arg;
+  if (level == LANEPOOL_LOG_INFO && strstr(msg, "unprivileged_nice = shift"))
+    atomic_fetch_add(&shift_log_lines, 1);
+}
+
+static void test_nice_shift(void) {
+  current_test = "nice_shift";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  const char *field = NULL;
+  cfg.unprivileged_nice = 2;
+  CHECK_RC(lanepool_config_check(&cfg, &field), EINVAL);
+  CHECK(field && strcmp(field, "unprivileged_nice") == 0);
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), EINVAL);
+  CHECK(pool == NULL);
+
+  cfg.unprivileged_nice = LANEPOOL_NICE_SHIFT;
+  cfg.name = "shift";
+  cfg.lanes_per_band = 1;
+  cfg.log = shift_log;
+  cfg.policy[4].nice = 17; /* shifted past 19: capped there */
+  atomic_store(&shift_log_lines, 0);
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  /* This process starts at nice 0. Root may set any nice: nothing moves. Unprivileged
+   * the lowest it may set is 0 (RLIMIT_NICE 0, 15, 20 alike): every band 5 higher. */
+  static const int root[LANEPOOL_BAND_COUNT] = {-5, -3, 0, 4, 17};
+  static const int shifted[LANEPOOL_BAND_COUNT] = {0, 2, 5, 9, 19};
+  static const lanepool_qos_t qos[LANEPOOL_BAND_COUNT] = {
+      LANEPOOL_QOS_USER_INTERACTIVE, LANEPOOL_QOS_USER_INITIATED, LANEPOOL_QOS_DEFAULT,
+      LANEPOOL_QOS_UTILITY, LANEPOOL_QOS_BACKGROUND};
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
+    lanepool_lane_t *lane = lane_of(pool, qos[b]);
+    lanepool_lane_info_t info;
+    lanepool_lane_info(lane, &info);
+    int want = mode == MODE_ROOT ? root[b] : shifted[b];
+    CHECK(nice_of(info.tid) == want);
+    CHECK(info.nice.requested == want && info.nice.error == 0);
+  }
+  CHECK(atomic_load(&shift_log_lines) == (mode == MODE_ROOT ? 0 : 1));
+  /* A boost asks for the shifted band: as low as permitted, never below it. */
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  lanepool_boost_t ui;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &ui), 0);
+  static const int boosted[] = {
+      [MODE_ROOT] = -5, [MODE_UNPRIV] = 19, [MODE_UNPRIV_RLIMIT20] = 0, [MODE_UNPRIV_RLIMIT15] = 5};
+  CHECK(nice_of(tid) == boosted[mode]);
+  CHECK_RC(lanepool_lane_boost_end(&ui), 0);
+  CHECK(nice_of(tid) == (mode == MODE_ROOT ? 17 : 19));
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void noop_task(void *ctx) { (void)ctx; }
 
 /* ---- LANEPOOL_BOOST_IF_BUSY: an idle lane holds nothing, a busy one is boosted ---- */
@@ -1869,6 +1929,7 @@ static void run_suite(void) {
   test_helper_nested_counts();
   test_escalate_busy_lane();
   test_boost_begin_end();
+  test_nice_shift();
   test_boost_if_busy();
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();

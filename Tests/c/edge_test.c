@@ -454,6 +454,7 @@ EDIT(cpus_value, c->placement = LANEPOOL_PLACEMENT_CPU_LIST; sweep_cpu[0] = (int
      c->cpus = sweep_cpu; c->cpu_count = 1)
 EDIT(stall, c->stall_threshold_ns = (uint64_t)v)
 EDIT(interactive, c->interactive_spin_ns = (uint32_t)v)
+EDIT(unpriv_nice, c->unprivileged_nice = (int)v)
 EDIT(size, c->struct_size = (uint32_t)v)
 #undef EDIT
 
@@ -531,6 +532,9 @@ static const sweep_case sweep[] = {
     {"interactive_spin_ns max + 1", edit_interactive, LANEPOOL_MAX_INTERACTIVE_SPIN_NS + 1,
      "interactive_spin_ns"},
     {"interactive_spin_ns UINT32_MAX", edit_interactive, UINT32_MAX, "interactive_spin_ns"},
+    {"unprivileged_nice shift", edit_unpriv_nice, LANEPOOL_NICE_SHIFT, NULL},
+    {"unprivileged_nice -1", edit_unpriv_nice, -1, "unprivileged_nice"},
+    {"unprivileged_nice 2", edit_unpriv_nice, 2, "unprivileged_nice"},
     {"struct_size 0", edit_size, 0, "struct_size"},
     {"struct_size UINT32_MAX", edit_size, UINT32_MAX, "struct_size"},
 };
