@@ -339,8 +339,9 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
       set_own_sched(lane, tid);
-    } else if (nice > 0 && nice > p->nice) {
-      /* Some room, not a default thread's weight: only the nice drops (never worse). */
+    } else if (nice > pool->nice_shift && nice > p->nice) {
+      /* Some room, not a default thread's weight (the default band's nice: 0, or the
+       * shifted table's): only the nice drops (never worse). */
       int own = (int)lane->applied.sched.got;
       (void)boost_set_sched(lane, tid, own == SCHED_IDLE ? SCHED_BATCH : own, 0, nice,
                             lane->policy.slice_ns);
@@ -510,7 +511,8 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
     attr.sched_priority = 0;
     attr.sched_nice = nice;
     attr.sched_runtime = p->slice_ns;
-    if (nice < cur && ((nice > 0 && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
+    if (nice < cur &&
+        ((nice > pool->nice_shift && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
       (void)lanepool__set_nice((pid_t)tid, nice); /* the nice alone */
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {

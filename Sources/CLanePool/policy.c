@@ -167,12 +167,21 @@ int lanepool__lowest_permitted_nice(int current) {
   return floor < current ? floor : current;
 }
 
+/* The kernel honours CAP_SYS_NICE for nice and policy only in the initial user namespace
+ * (capable(), not ns_capable()): a container's root with a full effective set may still
+ * be refused. Its namespace is the initial one when /proc says so (PROC_USER_INIT_INO);
+ * without /proc, the set alone decides. */
 bool lanepool__has_cap_sys_nice(void) {
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
   memset(data, 0, sizeof data);
   if (syscall(SYS_capget, &hdr, data) != 0) return false;
-  return (data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u;
+  if (!((data[CAP_SYS_NICE / 32].effective >> (CAP_SYS_NICE % 32)) & 1u)) return false;
+  char ns[64];
+  ssize_t n = readlink("/proc/self/ns/user", ns, sizeof ns - 1);
+  if (n <= 0) return true;
+  ns[n] = '\0';
+  return strcmp(ns, "user:[4026531837]") == 0;
 }
 
 int lanepool__nice_shift(const lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT]) {
@@ -180,7 +189,11 @@ int lanepool__nice_shift(const lanepool_band_policy_t policy[LANEPOOL_BAND_COUNT
   for (int b = 1; b < LANEPOOL_BAND_COUNT; b++)
     if (policy[b].nice < least) least = policy[b].nice;
   if (lanepool__has_cap_sys_nice()) return 0;
-  int lowest = lanepool__lowest_permitted_nice(lanepool__get_nice((pid_t)syscall(SYS_gettid)));
+  /* The nice the lanes start at: this thread's, or 0 for a negative one it does not pass
+   * on (SCHED_RESET_ON_FORK). */
+  int start = lanepool__get_nice((pid_t)syscall(SYS_gettid));
+  if (start < 0 && (sched_getscheduler(0) & SCHED_RESET_ON_FORK)) start = 0;
+  int lowest = lanepool__lowest_permitted_nice(start);
   return lowest > least ? lowest - least : 0;
 }
 

@@ -39,6 +39,8 @@ int lp_test_pin_self(int cpu) {
 }
 
 int lp_test_drop_privileges(unsigned uid, unsigned gid) {
+  struct rlimit none = {0, 0}; /* RLIMIT_NICE 0: may only raise nice, as the tests expect */
+  if (setrlimit(RLIMIT_NICE, &none) != 0) return errno;
   if (setgroups(0, NULL) != 0) return errno;
   if (setgid(gid) != 0) return errno;
   if (setuid(uid) != 0) return errno;

@@ -691,17 +691,23 @@ static void test_nice_shift(void) {
     CHECK(info.nice.requested == want && info.nice.error == 0);
   }
   CHECK(atomic_load(&shift_log_lines) == (mode == MODE_ROOT ? 0 : 1));
-  /* A boost asks for the shifted band: as low as permitted, never below it. */
+  /* A boost asks for the shifted band: as low as permitted, never below it (userInitiated,
+   * shifted to 2, is above RLIMIT_NICE 20's floor of 0: an unshifted target would give 0). */
   lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
   pid_t tid = tid_of(bg);
   atomic_store(&gate, 0);
   CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
-  lanepool_boost_t ui;
+  lanepool_boost_t ui, in;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INITIATED, &in), 0);
+  static const int boosted_in[] = {
+      [MODE_ROOT] = -3, [MODE_UNPRIV] = 19, [MODE_UNPRIV_RLIMIT20] = 2, [MODE_UNPRIV_RLIMIT15] = 5};
+  CHECK(nice_of(tid) == boosted_in[mode]);
   CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INTERACTIVE, &ui), 0);
   static const int boosted[] = {
       [MODE_ROOT] = -5, [MODE_UNPRIV] = 19, [MODE_UNPRIV_RLIMIT20] = 0, [MODE_UNPRIV_RLIMIT15] = 5};
   CHECK(nice_of(tid) == boosted[mode]);
   CHECK_RC(lanepool_lane_boost_end(&ui), 0);
+  CHECK_RC(lanepool_lane_boost_end(&in), 0);
   CHECK(nice_of(tid) == (mode == MODE_ROOT ? 17 : 19));
   atomic_store(&gate, 1);
   CHECK_RC(lanepool_destroy(pool), 0);

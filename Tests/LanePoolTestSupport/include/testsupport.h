@@ -15,7 +15,8 @@ int lp_test_current_cpu(void);
 int lp_test_affinity(int tid, int *first);
 /** Restricts the calling thread's affinity to one CPU. 0 or errno. */
 int lp_test_pin_self(int cpu);
-/** Drops the whole process to uid/gid (setgroups, setgid, setuid). 0 or errno. */
+/** Drops the whole process to uid/gid (RLIMIT_NICE 0, setgroups, setgid, setuid). 0 or
+ *  errno. */
 int lp_test_drop_privileges(unsigned uid, unsigned gid);
 /** setpriority(PRIO_PROCESS, 0 = calling thread, nice). 0 or errno. */
 int lp_test_set_own_nice(int nice);
