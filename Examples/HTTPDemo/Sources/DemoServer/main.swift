@@ -1,6 +1,6 @@
 // demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
 //             [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]
-//             [--interactive-spin-us N]
+//             [--interactive-spin-us N] [--default-slice-us N (0: the kernel's)]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
@@ -25,10 +25,11 @@ enum Options {
   static let parsed:
     (
       offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int,
-      background: LanePool.BandPolicy?, interactiveSpin: Duration?
+      background: LanePool.BandPolicy?, interactiveSpin: Duration?, defaultSlice: Duration??
     ) = {
       var background: LanePool.BandPolicy? = nil
       var interactiveSpin: Duration? = nil
+      var defaultSlice: Duration?? = nil  // nil: the table's; .some(nil): the kernel's
       var offload = Offload.lanepool
       var port = 8080
       var heavyUs = 20_000
@@ -73,6 +74,12 @@ enum Options {
             exit(2)
           }
           interactiveSpin = .microseconds(us)
+        case "--default-slice-us":  // the default band's EEVDF slice (executor: Hummingbird's handlers)
+          guard let us = Int(args.next() ?? ""), us == 0 || (100...100_000).contains(us) else {
+            print("demo-server: --default-slice-us wants 0 (the kernel's) or microseconds from 100 to 100,000")
+            exit(2)
+          }
+          defaultSlice = .some(us == 0 ? nil : .microseconds(us))
         case "--loops-band":
           let name = args.next() ?? ""
           guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
@@ -82,20 +89,25 @@ enum Options {
           loopsBand = qos
         default:
           print(
-            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short] [--interactive-spin-us N]"
+            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short] [--interactive-spin-us N] [--default-slice-us N]"
           )
           exit(2)
         }
       }
-      return (offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin)
+      return (offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin, defaultSlice)
     }()
 }
 
 // Before the default pool's first use: its background band's policy, then (executor) the
 // pool as the process's executor.
-if Options.parsed.background != nil || Options.parsed.interactiveSpin != nil {
+if Options.parsed.background != nil || Options.parsed.interactiveSpin != nil || Options.parsed.defaultSlice != nil {
   var config = LanePool.Configuration()
   if let p = Options.parsed.background { config.policies[.background] = p }
+  if let slice = Options.parsed.defaultSlice {
+    var p = LanePool.BandPolicy.default(for: .default)
+    p.slice = slice
+    config.policies[.default] = p
+  }
   config.interactiveSpin = Options.parsed.interactiveSpin
   try LanePool.configureDefault(config)
 }
