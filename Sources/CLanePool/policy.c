@@ -33,7 +33,7 @@ static const lanepool_band_policy_t default_policy[LANEPOOL_BAND_COUNT] = {
     /* struct_size, sched, rt, nice, ioprio class, level, timer slack, EEVDF slice */
     {SIZE, LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0, 100000},
     {SIZE, LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0, 100000},
-    {SIZE, LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0, 100000},
+    {SIZE, LANEPOOL_SCHED_OTHER, 0, 0, LANEPOOL_IOPRIO_BE, 4, 0, 300000},
     {SIZE, LANEPOOL_SCHED_BATCH, 0, 4, LANEPOOL_IOPRIO_BE, 6, 1000000, 0},
     {SIZE, LANEPOOL_SCHED_BATCH, 0, 10, LANEPOOL_IOPRIO_BE, 7, 10000000, 0},
 };

@@ -12,7 +12,7 @@ extension LanePool {
     case userInteractive = 0x21
     /// Work the user started and waits for (GCD HIGH; by default nice -3, a 100 us slice).
     case userInitiated = 0x19
-    /// The default band (GCD DEFAULT; nice 0, a 100 us slice).
+    /// The default band (GCD DEFAULT; nice 0, a 300 us slice).
     case `default` = 0x15
     /// Long-running work the user knows about (GCD LOW; by default nice 4, SCHED_BATCH).
     case utility = 0x11

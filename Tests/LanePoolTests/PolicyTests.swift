@@ -57,7 +57,7 @@ struct PolicyTests {
     #expect(t.map(\.scheduler) == [.other, .other, .other, .batch, .batch])
     #expect(t.map(\.ioPriority) == [0, 2, 4, 6, 7].map { .bestEffort(level: $0) })
     #expect(t.map(\.timerSlack) == [nil, nil, nil, .milliseconds(1), .milliseconds(10)])
-    #expect(t.map(\.slice) == [.microseconds(100), .microseconds(100), .microseconds(100), nil, nil])
+    #expect(t.map(\.slice) == [.microseconds(100), .microseconds(100), .microseconds(300), nil, nil])
   }
 
   @Test("every lane got its band's policy: /proc stat, ioprio_get, timer slack from a task")
