@@ -280,6 +280,13 @@ static int boost_set_ioprio(lanepool_lane_t *lane, pid_t tid, int value) {
   return err;
 }
 
+/* A permitted `nice` that stays weaker than a default thread of the pool (its default
+ * band's nice: 0, or the shifted table's) and than the band asked for: then only the nice
+ * drops, the thread's own policy and slice stay (never worse: docs/priorities.md). */
+static bool only_nice_drops(const lanepool_t *pool, int nice, int band_nice) {
+  return nice > pool->nice_shift && nice > band_nice;
+}
+
 /* Without privilege, a thread at nice `cur` goes as low as RLIMIT_NICE allows (the
  * pool's lanepool__nice_floor, read once per pool), not below the band's; or stays. */
 static int permitted_nice(lanepool_t *pool, int band_nice, int cur) {
@@ -339,9 +346,7 @@ static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *l
        * work slower, not faster: docs/priorities.md, "Without privilege"); the I/O
        * priority below still applies. */
       set_own_sched(lane, tid);
-    } else if (nice > pool->nice_shift && nice > p->nice) {
-      /* Some room, not a default thread's weight (the default band's nice: 0, or the
-       * shifted table's): only the nice drops (never worse). */
+    } else if (only_nice_drops(pool, nice, p->nice)) {
       int own = (int)lane->applied.sched.got;
       (void)boost_set_sched(lane, tid, own == SCHED_IDLE ? SCHED_BATCH : own, 0, nice,
                             lane->policy.slice_ns);
@@ -512,7 +517,7 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
     attr.sched_nice = nice;
     attr.sched_runtime = p->slice_ns;
     if (nice < cur &&
-        ((nice > pool->nice_shift && nice > p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
+        (only_nice_drops(pool, nice, p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
       (void)lanepool__set_nice((pid_t)tid, nice); /* the nice alone */
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {

@@ -409,6 +409,14 @@ static int env_number(const char *s, uint64_t max, uint32_t *out) {
   return 0;
 }
 
+/* Variable `name` as one of two words: *out 0 or 1, -1 when unset or empty; EINVAL for
+ * anything else. */
+static int env_choice(const char *name, const char *word0, const char *word1, int *out) {
+  const char *v = getenv(name);
+  *out = !v || !v[0] ? -1 : strcmp(v, word0) == 0 ? 0 : strcmp(v, word1) == 0 ? 1 : -2;
+  return *out == -2 ? EINVAL : 0;
+}
+
 /* LANEPOOL_DEFAULT_LANES (1...64), LANEPOOL_DEFAULT_PLACEMENT (none|cores),
  * LANEPOOL_DEFAULT_NICE (clamp|shift) and LANEPOOL_DEFAULT_RING (a power of two in the
  * ring range) over cfg. Unset or empty:
@@ -420,22 +428,11 @@ static int default_env(lanepool_config_t *cfg) {
     if (env_number(v, LANEPOOL_MAX_LANES_PER_BAND, &n) || n == 0) return EINVAL;
     cfg->lanes_per_band = n;
   }
-  if ((v = getenv("LANEPOOL_DEFAULT_PLACEMENT")) && v[0]) {
-    if (strcmp(v, "none") == 0)
-      cfg->placement = LANEPOOL_PLACEMENT_NONE;
-    else if (strcmp(v, "cores") == 0)
-      cfg->placement = LANEPOOL_PLACEMENT_CORES;
-    else
-      return EINVAL;
-  }
-  if ((v = getenv("LANEPOOL_DEFAULT_NICE")) && v[0]) {
-    if (strcmp(v, "clamp") == 0)
-      cfg->unprivileged_nice = LANEPOOL_NICE_CLAMP;
-    else if (strcmp(v, "shift") == 0)
-      cfg->unprivileged_nice = LANEPOOL_NICE_SHIFT;
-    else
-      return EINVAL;
-  }
+  int c;
+  if (env_choice("LANEPOOL_DEFAULT_PLACEMENT", "none", "cores", &c)) return EINVAL;
+  if (c >= 0) cfg->placement = c ? LANEPOOL_PLACEMENT_CORES : LANEPOOL_PLACEMENT_NONE;
+  if (env_choice("LANEPOOL_DEFAULT_NICE", "clamp", "shift", &c)) return EINVAL;
+  if (c >= 0) cfg->unprivileged_nice = c ? LANEPOOL_NICE_SHIFT : LANEPOOL_NICE_CLAMP;
   if ((v = getenv("LANEPOOL_DEFAULT_RING")) && v[0]) {
     if (env_number(v, LANEPOOL_MAX_RING_CAPACITY, &n) || n < LANEPOOL_MIN_RING_CAPACITY ||
         (n & (n - 1)) != 0)
