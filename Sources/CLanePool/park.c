@@ -243,7 +243,12 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
      * this thread to be scheduled again. Either way, park. */
     if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
     last = t;
-    sched_yield(); /* cede the core to a runnable producer, if any */
+    /* Cede the core to a runnable producer, if any, not counted as spinning meanwhile:
+     * a yielded spinner may wait milliseconds behind another band's thread, and a push
+     * that saw it counted would wake no one (pair 2 holds: the next turn looks again). */
+    atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
+    sched_yield();
+    atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
     if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
       atomic_store_explicit(warm, me, memory_order_relaxed);
   }
