@@ -18,7 +18,7 @@
  *     band_wake; (2) one band job (run_band_job): go_away (store away = 1, then look at
  *     its own lane: free with work, run that first), take, if more wait band_wake
  *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
- *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++ ...
+ *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++, yields uncounted (spinning--, spinning++) ...
  *     spinning--, then one look: work_for), park (store PARKED, idle++, one look:
  *     work_for; else wait until AWAKE; idle--). work_for: its own lane free with work;
  *     band work; the sibling orphaned.
@@ -286,6 +286,9 @@ end_stuck:  false                                      /* ... or never */
   :: true -> skip                                      /* no budget, or no spinner slot */
   :: true ->
      spinning++;
+     /* sched_yield between looks, not counted meanwhile: a push then wakes a parked
+      * thread (the next look, after spinning++ again, is one of those left out) */
+     do :: spinning--; spinning++ :: break od;
      spinning--;
      if :: BROKEN != 3 -> work_for(me, r) :: else -> skip fi;
      if :: r -> r = false; goto loop :: else -> skip fi
