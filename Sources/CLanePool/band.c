@@ -280,11 +280,14 @@ static int boost_set_ioprio(lanepool_lane_t *lane, pid_t tid, int value) {
   return err;
 }
 
-/* A permitted `nice` that stays weaker than a default thread of the pool (its default
- * band's nice: 0, or the shifted table's) and than the band asked for: then only the nice
- * drops, the thread's own policy and slice stay (never worse: docs/priorities.md). */
+/* A permitted `nice` that stays weaker than a default thread of the pool (the nice its
+ * default band's first lane got: the table's, shifted or clamped) and than the band
+ * asked for: then only the nice drops, the thread's own policy and slice stay (never
+ * worse: docs/priorities.md). */
 static bool only_nice_drops(const lanepool_t *pool, int nice, int band_nice) {
-  return nice > pool->nice_shift && nice > band_nice;
+  const lanepool_lane_t *dflt =
+      lanepool__band_lane(pool, (uint32_t)lanepool_band_index(LANEPOOL_QOS_DEFAULT), 0);
+  return nice > (int)dflt->applied.nice.got && nice > band_nice;
 }
 
 /* Without privilege, a thread at nice `cur` goes as low as RLIMIT_NICE allows (the

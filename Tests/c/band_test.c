@@ -713,6 +713,36 @@ static void test_nice_shift(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* A default band weaker than the table's (nice 8): a boost whose permitted nice is
+ * stronger than that default thread gets the band's policy, not only the nice (the test
+ * compares with the default band's nice, not with 0). RLIMIT_NICE 15: nice 5 at best. */
+static void test_nice_drops_vs_custom_default(void) {
+  current_test = "nice_drops_vs_custom_default";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "dflt8";
+  cfg.lanes_per_band = 1;
+  cfg.log = count_log;
+  cfg.policy[2].nice = 8;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  pid_t tid = tid_of(bg);
+  atomic_store(&gate, 0);
+  CHECK_RC(lanepool_lane_async(bg, blocker, NULL), 0);
+  lanepool_boost_t in;
+  CHECK_RC(lanepool_lane_boost_begin(bg, LANEPOOL_QOS_USER_INITIATED, &in), 0);
+  static const int nice[] = {
+      [MODE_ROOT] = -3, [MODE_UNPRIV] = 10, [MODE_UNPRIV_RLIMIT20] = 0, [MODE_UNPRIV_RLIMIT15] = 5};
+  CHECK(nice_of(tid) == nice[mode]);
+  /* Unprivileged with no room (RLIMIT_NICE 0), the lane keeps its own policy. */
+  CHECK(policy_of(tid) == (mode == MODE_UNPRIV ? SCHED_BATCH : SCHED_OTHER));
+  CHECK_RC(lanepool_lane_boost_end(&in), 0);
+  CHECK(nice_of(tid) == 10 && policy_of(tid) == SCHED_BATCH);
+  atomic_store(&gate, 1);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void noop_task(void *ctx) { (void)ctx; }
 
 /* ---- LANEPOOL_BOOST_IF_BUSY: an idle lane holds nothing, a busy one is boosted ---- */
@@ -1936,6 +1966,7 @@ static void run_suite(void) {
   test_escalate_busy_lane();
   test_boost_begin_end();
   test_nice_shift();
+  test_nice_drops_vs_custom_default();
   test_boost_if_busy();
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();
