@@ -18,9 +18,10 @@
  *     band_wake; (2) one band job (run_band_job): go_away (store away = 1, then look at
  *     its own lane: free with work, run that first), take, if more wait band_wake
  *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
- *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++, yields uncounted (spinning--, spinning++) ...
- *     spinning--, then one look: work_for), park (store PARKED, idle++, one look:
- *     work_for; else wait until AWAKE; idle--). work_for: its own lane free with work;
+ *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++, each
+ *     yield uncounted: spinning--, spinning++; then spinning--, then one look:
+ *     work_for), park (store PARKED, idle++, one look: work_for; else wait until
+ *     AWAKE; idle--). work_for: its own lane free with work;
  *     band work; the sibling orphaned.
  *   - rescue: park_rescue (rescue_idle = 1, then one look: band work or an orphaned
  *     lane; untimed if none, else timed), then rescue_look: the queue of a lane whose
