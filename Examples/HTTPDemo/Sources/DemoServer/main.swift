@@ -1,6 +1,7 @@
 // demo-server --offload lanepool|gcd|executor|task [--loops-band userInitiated|...] [--port N]
 //             [--heavy-us N] [--heavy-sleep-us N] [--background idle|short]
 //             [--interactive-spin-us N] [--default-slice-us N (0: the kernel's)]
+//             [--interactive-inline]
 //   GET /interactive  small work (about 20 us of hashing) at userInteractive
 //   GET /heavy        CPU-bound work (about 20 ms) at background
 // The HTTP side is Hummingbird on SwiftNIO's event loops in every variant; only the
@@ -11,6 +12,8 @@
 // peer). `--loops-band` gives SwiftNIO's event-loop threads (Hummingbird's, the
 // singleton group) a LanePool band's treatment (LanePool.ThreadBand: nice, policy, I/O
 // priority, timer slack), since the HTTP path waits for those threads.
+// `--interactive-inline`: /interactive does its work in the handler itself, no offload
+// (what the offload's hops cost: with executor and task, the handler's own executor).
 import Dispatch
 import Foundation
 import Hummingbird
@@ -25,7 +28,8 @@ enum Options {
   static let parsed:
     (
       offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int,
-      background: LanePool.BandPolicy?, interactiveSpin: Duration?, defaultSlice: Duration??
+      background: LanePool.BandPolicy?, interactiveSpin: Duration?, defaultSlice: Duration??,
+      interactiveInline: Bool
     ) = {
       var background: LanePool.BandPolicy? = nil
       var interactiveSpin: Duration? = nil
@@ -35,6 +39,7 @@ enum Options {
       var heavyUs = 20_000
       var heavySleepUs = 0
       var loopsBand: LanePool.QoS? = nil
+      var interactiveInline = false
       var args = CommandLine.arguments.dropFirst().makeIterator()
       while let a = args.next() {
         switch a {
@@ -80,6 +85,7 @@ enum Options {
             exit(2)
           }
           defaultSlice = .some(us == 0 ? nil : .microseconds(us))
+        case "--interactive-inline": interactiveInline = true
         case "--loops-band":
           let name = args.next() ?? ""
           guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
@@ -89,12 +95,15 @@ enum Options {
           loopsBand = qos
         default:
           print(
-            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short] [--interactive-spin-us N] [--default-slice-us N]"
+            "usage: demo-server --offload lanepool|gcd|executor|task [--loops-band QOS] [--port N] [--heavy-us N] [--heavy-sleep-us N] [--background idle|short] [--interactive-spin-us N] [--default-slice-us N] [--interactive-inline]"
           )
           exit(2)
         }
       }
-      return (offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin, defaultSlice)
+      return (
+        offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin, defaultSlice,
+        interactiveInline
+      )
     }()
 }
 
@@ -157,7 +166,10 @@ func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
 }
 
 let router = Router()
-router.get("interactive") { _, _ -> String in try await offloaded(.userInteractive, rounds: interactiveRounds) }
+router.get("interactive") { _, _ -> String in
+  if Options.parsed.interactiveInline { return String(work(rounds: interactiveRounds), radix: 16) }
+  return try await offloaded(.userInteractive, rounds: interactiveRounds)
+}
 router.get("heavy") { _, _ -> String in
   if Options.parsed.heavySleepUs > 0 { try await Task.sleep(for: .microseconds(Options.parsed.heavySleepUs)) }
   return try await offloaded(.background, rounds: heavyRounds)
