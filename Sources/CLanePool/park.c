@@ -199,6 +199,22 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
 
 /* ---- spinning ------------------------------------------------------------------------ */
 
+/* The pool's lanes awake and neither spinning nor parked, as the bands' counts tell
+ * (not the caller, counted as spinning): running tasks. When they are at least the CPUs
+ * the pool may use, a spinner keeps a CPU only by preempting one of them, and a yield
+ * between its looks may leave it off its CPU until the next tick (4 ms at HZ 250) with
+ * nobody to wake it: a push counts on it. Parked, it is woken by the push, and a waking
+ * thread preempts at once (docs/server-demo.md, the executor's slowest request). */
+bool lanepool__cpus_taken(const lanepool_t *pool) {
+  uint32_t working = 0;
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
+    uint32_t away = atomic_load_explicit(&pool->bands[b].idle, memory_order_relaxed) +
+                    atomic_load_explicit(&pool->bands[b].spinning, memory_order_relaxed);
+    if (away < pool->lanes_per_band) working += pool->lanes_per_band - away;
+  }
+  return working >= pool->allowed_count;
+}
+
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
   bool handed_off = lane->handed_off; /* see below */
@@ -236,7 +252,8 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
       if (!found) cpu_relax();
     }
     if (found || lanepool__ring_closed(&lane->ring) ||
-        lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane))
+        lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||
+        lanepool__cpus_taken(lane->pool))
       break;
     uint64_t t = lanepool__now_ns();
     /* Past the budget; or preempted: no CPU is idle, and work sent here would wait for

@@ -176,6 +176,9 @@ int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *c
 /* Spins up to the thread's budget for work (`holding`: it holds its own lane); true if
  * some showed up. */
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding);
+/* The pool's lanes running tasks (awake, neither spinning nor parked) are at least the
+ * CPUs it may use: a thread then parks rather than spin. */
+bool lanepool__cpus_taken(const lanepool_t *pool);
 void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);
 /* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */

@@ -864,6 +864,54 @@ static void test_cancel_escalating_a_destroy(void) {
   }
 }
 
+/* lanepool__cpus_taken (park.c): a lane does not spin while the pool's lanes running
+ * tasks take every CPU it may use (a spinner would keep a CPU only by preempting one of
+ * them, and a yield between its looks could leave it off the CPU until the next tick
+ * with a job pushed for it). One background lane per CPU, blocked in a task, one at a
+ * time: taken only once all are; free again once they parked. */
+static _Atomic int spin_gate, spin_started;
+static void spin_blocker(void *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&spin_started, 1);
+  while (!atomic_load(&spin_gate)) sleep_ms(1);
+}
+
+static void wait_all_parked(lanepool_t *pool) {
+  for (;;) {
+    uint32_t parked = 0;
+    for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) parked += atomic_load(&pool->bands[b].idle);
+    if (parked == LANEPOOL_BAND_COUNT * pool->lanes_per_band) return;
+    sleep_ms(1);
+  }
+}
+
+static void test_no_spin_while_lanes_take_every_cpu(void) {
+  begin("no_spin_while_lanes_take_every_cpu", 60);
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "nospin";
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
+  uint32_t cpus = pool->allowed_count;
+  CHECK(pool->lanes_per_band >= cpus); /* one lane per allowed CPU by default */
+  wait_all_parked(pool);
+  CHECK(!lanepool__cpus_taken(pool));
+  atomic_store(&spin_gate, 0);
+  atomic_store(&spin_started, 0);
+  for (uint32_t i = 0; i < cpus; i++) {
+    lanepool_lane_t *bg = NULL;
+    CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, i, &bg), 0);
+    CHECK_RC(lanepool_lane_async(bg, spin_blocker, NULL), 0);
+    while (atomic_load(&spin_started) < (int)i + 1) sleep_ms(1);
+    CHECK(lanepool__cpus_taken(pool) == (i + 1 == cpus));
+  }
+  atomic_store(&spin_gate, 1);
+  wait_all_parked(pool);
+  CHECK(!lanepool__cpus_taken(pool));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* Without membarrier(2) (refused at startup, as under a seccomp filter: every command,
  * or only MEMBARRIER_CMD_PRIVATE_EXPEDITED after the registration went through), the
  * library must pick the fence protocol (calls.c), never a cheap entry with no fence to
@@ -927,6 +975,8 @@ int main(int argc, char **argv) {
       /* Destroy's ordering without membarrier: a local fence and no fence at the
        * callers' entries before (calls.c). */
       T(test_destroy_without_membarrier),
+      /* A yielded spinner waited a tick (4 ms) with a job pushed for it (park.c). */
+      T(test_no_spin_while_lanes_take_every_cpu),
 #undef T
 #undef TM
   };
