@@ -368,7 +368,8 @@ typedef struct lanepool_config {
    *  finds no CPU is idle: it was preempted (50 us between two polls), or a sibling of
    *  its band has had work queued, awake, without finishing a task for 20 us (it waits
    *  for a CPU, maybe the spinner's: the kernel need not run it when the spinner
-   *  yields, since spinning counts against the spinner's share). */
+   *  yields, since spinning counts against the spinner's share), or the pool's lanes
+   *  running tasks are at least the CPUs it may use. */
   uint32_t interactive_spin_ns;
   /** What the bands' nice values become where the kernel refuses the lowest of them (no
    *  CAP_SYS_NICE, RLIMIT_NICE too low: a container's usual case).
