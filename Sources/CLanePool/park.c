@@ -199,20 +199,27 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
 
 /* ---- spinning ------------------------------------------------------------------------ */
 
-/* The pool's lanes awake and neither spinning nor parked, as the bands' counts tell
- * (not the caller, counted as spinning): running tasks. When they are at least the CPUs
- * the pool may use, a spinner keeps a CPU only by preempting one of them, and a yield
- * between its looks may leave it off its CPU until the next tick (4 ms at HZ 250) with
- * nobody to wake it: a push counts on it. Parked, it is woken by the push, and a waking
- * thread preempts at once (docs/server-demo.md, the executor's slowest request). */
+/* The pool's lanes awake and neither spinning nor parked: running tasks. Parked lanes
+ * are the bands' `idle` counts; spinners hold a pool-wide slot (`spinners`,
+ * `interactive_spinner`, the caller's own included) from the start of their spin to its
+ * end, through the yields during which `band->spinning` leaves them out. When the
+ * running lanes are at least the CPUs the pool's lanes may use (the placed ones' union,
+ * or every allowed CPU), a spinner keeps a CPU only by preempting one of them, and a
+ * yield between its looks may leave it off its CPU until the next tick (4 ms at HZ 250)
+ * with nobody to wake it: a push counts on it. Parked, it is woken by the push, and a
+ * waking thread preempts at once (docs/server-demo.md, the executor's slowest request).
+ * No CPU known (sched_getaffinity failed): never. */
 bool lanepool__cpus_taken(const lanepool_t *pool) {
-  uint32_t working = 0;
+  uint32_t cpus = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
+  if (cpus == 0) return false;
+  uint32_t awake = 0;
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    uint32_t away = atomic_load_explicit(&pool->bands[b].idle, memory_order_relaxed) +
-                    atomic_load_explicit(&pool->bands[b].spinning, memory_order_relaxed);
-    if (away < pool->lanes_per_band) working += pool->lanes_per_band - away;
+    uint32_t idle = atomic_load_explicit(&pool->bands[b].idle, memory_order_relaxed);
+    if (idle < pool->lanes_per_band) awake += pool->lanes_per_band - idle;
   }
-  return working >= pool->allowed_count;
+  uint32_t spinning = atomic_load_explicit(&pool->spinners, memory_order_relaxed) +
+                      atomic_load_explicit(&pool->interactive_spinner, memory_order_relaxed);
+  return awake > spinning && awake - spinning >= cpus;
 }
 
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {

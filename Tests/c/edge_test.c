@@ -865,10 +865,13 @@ static void test_cancel_escalating_a_destroy(void) {
 }
 
 /* lanepool__cpus_taken (park.c): a lane does not spin while the pool's lanes running
- * tasks take every CPU it may use (a spinner would keep a CPU only by preempting one of
- * them, and a yield between its looks could leave it off the CPU until the next tick
- * with a job pushed for it). One background lane per CPU, blocked in a task, one at a
- * time: taken only once all are; free again once they parked. */
+ * tasks take every CPU its lanes may use (a spinner would keep a CPU only by preempting
+ * one of them, and a yield between its looks could leave it off the CPU until the next
+ * tick with a job pushed for it). Lanes blocked in a task, one per CPU, one at a time
+ * (background lanes first, then the next band up when a band has fewer lanes than
+ * CPUs): taken only once all are; not while a spinner (its pool-wide slot, which it
+ * keeps through its yields) is among them; free again once they parked. Then a pool
+ * placed on one CPU: one blocked lane takes it. */
 static _Atomic int spin_gate, spin_started;
 static void spin_blocker(void *ctx) {
   (void)ctx;
@@ -885,6 +888,35 @@ static void wait_all_parked(lanepool_t *pool) {
   }
 }
 
+/* Blocks `cpus` lanes one by one, checking the count after each; then a spinner's slot. */
+static void take_every_cpu(lanepool_t *pool, uint32_t cpus) {
+  uint32_t n = pool->lanes_per_band;
+  wait_all_parked(pool);
+  CHECK(!lanepool__cpus_taken(pool));
+  atomic_store(&spin_gate, 0);
+  atomic_store(&spin_started, 0);
+  for (uint32_t i = 0; i < cpus; i++) {
+    lanepool_lane_t *lane = NULL;
+    CHECK_RC(lanepool_get_lane(pool, lanepool__qos_of_band[LANEPOOL_BAND_COUNT - 1 - i / n], i % n,
+                               &lane),
+             0);
+    CHECK_RC(lanepool_lane_async(lane, spin_blocker, NULL), 0);
+    while (atomic_load(&spin_started) < (int)i + 1) sleep_ms(1);
+    CHECK(lanepool__cpus_taken(pool) == (i + 1 == cpus));
+  }
+  /* A spinner between two looks, yielding: out of band->spinning, in the pool's slots. */
+  atomic_fetch_add(&pool->spinners, 1);
+  CHECK(!lanepool__cpus_taken(pool));
+  atomic_fetch_sub(&pool->spinners, 1);
+  atomic_fetch_add(&pool->interactive_spinner, 1);
+  CHECK(!lanepool__cpus_taken(pool));
+  atomic_fetch_sub(&pool->interactive_spinner, 1);
+  CHECK(lanepool__cpus_taken(pool));
+  atomic_store(&spin_gate, 1);
+  wait_all_parked(pool);
+  CHECK(!lanepool__cpus_taken(pool));
+}
+
 static void test_no_spin_while_lanes_take_every_cpu(void) {
   begin("no_spin_while_lanes_take_every_cpu", 60);
   lanepool_config_t cfg;
@@ -894,21 +926,19 @@ static void test_no_spin_while_lanes_take_every_cpu(void) {
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
   if (!pool) return;
   uint32_t cpus = pool->allowed_count;
-  CHECK(pool->lanes_per_band >= cpus); /* one lane per allowed CPU by default */
-  wait_all_parked(pool);
-  CHECK(!lanepool__cpus_taken(pool));
-  atomic_store(&spin_gate, 0);
-  atomic_store(&spin_started, 0);
-  for (uint32_t i = 0; i < cpus; i++) {
-    lanepool_lane_t *bg = NULL;
-    CHECK_RC(lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, i, &bg), 0);
-    CHECK_RC(lanepool_lane_async(bg, spin_blocker, NULL), 0);
-    while (atomic_load(&spin_started) < (int)i + 1) sleep_ms(1);
-    CHECK(lanepool__cpus_taken(pool) == (i + 1 == cpus));
-  }
-  atomic_store(&spin_gate, 1);
-  wait_all_parked(pool);
-  CHECK(!lanepool__cpus_taken(pool));
+  int first_cpu = pool->allowed_cpus[0];
+  if (cpus <= LANEPOOL_BAND_COUNT * pool->lanes_per_band) take_every_cpu(pool, cpus);
+  CHECK_RC(lanepool_destroy(pool), 0);
+  /* Placed on one CPU of several: the lanes may use that one only. */
+  cfg.placement = LANEPOOL_PLACEMENT_CPU_LIST;
+  cfg.cpus = &first_cpu;
+  cfg.cpu_count = 1;
+  cfg.lanes_per_band = 2;
+  pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
+  CHECK(pool->rescue_cpu_count == 1);
+  take_every_cpu(pool, 1);
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
