@@ -17,7 +17,9 @@
 # with the default band at the kernel's EEVDF slice instead of the table's 300 us),
 # executor-s100 (the same at 100 us), executor-bgshort (executor with the background
 # band at the 100 us slice), executor-inline and task-inline (executor and task with
-# /interactive's work in the handler itself, no Task hop: what the hops cost).
+# /interactive's work in the handler itself, no Task hop: what the hops cost),
+# lanepool-bg1 and gcd-bg1 (lanepool and gcd with /heavy on one background lane, or one
+# serial queue: at most one CPU runs /heavy).
 # Per round and variant: a fresh server, a warm-up, /interactive alone (idle), then
 # /interactive while 16 connections flood /heavy (flood). Writes out/rounds.jsonl (every
 # measurement), out/results.json (the medians, the rounds, the machine) and prints the
@@ -30,8 +32,8 @@ variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(gcd lanepool loops-in executor task)
 rounds=${ROUNDS:-3}
 for v in "${variants[@]}"; do
-  case "$v" in gcd | lanepool | loops-in | executor | task | floor | bg-idle | bg-short | executor-idle | executor-spin | executor-cores | executor-kslice | executor-s100 | executor-bgshort | executor-inline | task-inline) ;;
-  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor bg-idle bg-short executor-idle executor-spin executor-cores executor-kslice executor-s100 executor-bgshort executor-inline task-inline)" >&2; exit 2 ;;
+  case "$v" in gcd | lanepool | loops-in | executor | task | floor | bg-idle | bg-short | executor-idle | executor-spin | executor-cores | executor-kslice | executor-s100 | executor-bgshort | executor-inline | task-inline | lanepool-bg1 | gcd-bg1) ;;
+  *) echo "run-demo.sh: unknown variant '$v' (gcd lanepool loops-in executor task floor bg-idle bg-short executor-idle executor-spin executor-cores executor-kslice executor-s100 executor-bgshort executor-inline task-inline lanepool-bg1 gcd-bg1)" >&2; exit 2 ;;
   esac
 done
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
@@ -63,6 +65,8 @@ for r in $(seq 1 "$rounds"); do
     executor-bgshort) args=(--offload executor --background short) ;;
     executor-inline) args=(--offload executor --interactive-inline) ;;
     task-inline) args=(--offload task --interactive-inline) ;;
+    lanepool-bg1) args=(--offload lanepool --heavy-one-lane) ;;
+    gcd-bg1) args=(--offload gcd --heavy-one-lane) ;;
     *) args=(--offload "$v") ;;
     esac
     placement=none

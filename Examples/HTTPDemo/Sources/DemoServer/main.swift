@@ -29,7 +29,7 @@ enum Options {
     (
       offload: Offload, port: Int, loopsBand: LanePool.QoS?, heavyUs: Int, heavySleepUs: Int,
       background: LanePool.BandPolicy?, interactiveSpin: Duration?, defaultSlice: Duration??,
-      interactiveInline: Bool
+      interactiveInline: Bool, heavyOneLane: Bool
     ) = {
       var background: LanePool.BandPolicy? = nil
       var interactiveSpin: Duration? = nil
@@ -40,6 +40,7 @@ enum Options {
       var heavySleepUs = 0
       var loopsBand: LanePool.QoS? = nil
       var interactiveInline = false
+      var heavyOneLane = false
       var args = CommandLine.arguments.dropFirst().makeIterator()
       while let a = args.next() {
         switch a {
@@ -86,6 +87,7 @@ enum Options {
           }
           defaultSlice = .some(us == 0 ? nil : .microseconds(us))
         case "--interactive-inline": interactiveInline = true
+        case "--heavy-one-lane": heavyOneLane = true  // /heavy on one background lane (gcd: a serial queue)
         case "--loops-band":
           let name = args.next() ?? ""
           guard let qos = LanePool.QoS.allCases.first(where: { "\($0)" == name }) else {
@@ -102,7 +104,7 @@ enum Options {
       }
       return (
         offload, port, loopsBand, heavyUs, heavySleepUs, background, interactiveSpin, defaultSlice,
-        interactiveInline
+        interactiveInline, heavyOneLane
       )
     }()
 }
@@ -152,10 +154,18 @@ func onGCD<T: Sendable>(_ qos: DispatchQoS.QoSClass, _ body: @escaping @Sendable
   await withCheckedContinuation { c in DispatchQueue.global(qos: qos).async { c.resume(returning: body()) } }
 }
 
+/// gcd with --heavy-one-lane: /heavy on one serial queue, as lanepool's on one lane.
+let heavySerialQueue = DispatchQueue(label: "heavy", qos: .background)
+
 func offloaded(_ qos: QoS, rounds: Int) async throws -> String {
   let h: UInt64
   switch Options.parsed.offload {
+  case .lanepool where Options.parsed.heavyOneLane && qos == .background:
+    // One lane of the band, not the band: the other CPUs never run /heavy.
+    h = try await LanePool.default.queue(for: .background, key: 0).run { work(rounds: rounds) }
   case .lanepool: h = try await LanePool.default.run(qos: qos) { work(rounds: rounds) }
+  case .gcd where Options.parsed.heavyOneLane && qos == .background:
+    h = await withCheckedContinuation { c in heavySerialQueue.async { c.resume(returning: work(rounds: rounds)) } }
   case .gcd: h = await onGCD(qos == .userInteractive ? .userInteractive : .background) { work(rounds: rounds) }
   case .executor, .task:  // the same code; only the executor under it differs
     // 33: userInteractive (TaskPriority has no name for it on Linux)
