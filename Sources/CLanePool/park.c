@@ -222,7 +222,7 @@ bool lanepool__cpus_taken(const lanepool_t *pool) {
   return awake > spinning && awake - spinning >= cpus;
 }
 
-bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
+bool lanepool__spin_for_work(lanepool_lane_t *lane) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
   bool handed_off = lane->handed_off; /* see below */
   lane->handed_off = false;
@@ -254,7 +254,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
      * slows it (W9's task preferring the pool: 640 -> 516 ns a hop). */
     for (int i = 0; i < 64 && !found; i++) {
       found = (lanepool__lane_has_work(lane) &&
-               (holding || atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0)) ||
+               atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0) ||
               (own_ring && lanepool__ring_nonempty(own_ring));
       if (!found) cpu_relax();
     }
@@ -267,13 +267,24 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
      * this thread to be scheduled again. Either way, park. */
     if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
     last = t;
-    /* Cede the core to a runnable producer, if any, not counted as spinning meanwhile:
-     * a yielded spinner may wait milliseconds behind another band's thread, and a push
-     * that saw it counted would wake no one (pair 2 holds: the next turn looks again). */
+    /* Cede the core to a runnable producer, if any. A yielded spinner may wait
+     * milliseconds behind another thread there (a busy-waiting producer: until the next
+     * tick), so meanwhile it is neither counted as spinning (a band push then wakes a
+     * parked lane; pair 2 holds: the next turn looks again) nor offered in `warm`, and
+     * it is away: a push onto its lane finds it free and announces it to the band, whose
+     * threads adopt it (pair 1: away, then one more look at its queue). */
+    uint32_t mine = me;
+    if (me)
+      atomic_compare_exchange_strong_explicit(warm, &mine, 0, memory_order_relaxed,
+                                              memory_order_relaxed);
     atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
-    sched_yield();
+    atomic_store_explicit(&lane->away, 1, memory_order_seq_cst);
+    found = lanepool__lane_has_work(lane) &&
+            atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0;
+    if (!found) sched_yield();
+    atomic_store_explicit(&lane->away, 0, memory_order_seq_cst);
     atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
-    if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
+    if (me && !found && atomic_load_explicit(warm, memory_order_relaxed) == 0)
       atomic_store_explicit(warm, me, memory_order_relaxed);
   }
   uint32_t offered = me;
@@ -284,7 +295,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
    * woke no one. */
   atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
-  found = found || (holding && lanepool__lane_has_work(lane)) || lanepool__work_for(lane);
+  found = found || lanepool__work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;

@@ -1595,7 +1595,9 @@ static void test_woken_lane_yields_to_its_waker(bool same_cpu) {
   CHECK(pin_thread(ia.tid, cpus[0]));
   CHECK(pin_thread(ib.tid, same_cpu ? cpus[0] : cpus[1]));
   for (int round = 0; round < 3; round++) {
-    CHECK(wait_parked(b));
+    /* A parked too: a push onto a lane whose thread is between two looks of its spin
+     * (yielding, away) is announced to the band, and B may take A's task itself. */
+    CHECK(wait_parked(a) && wait_parked(b));
     uint64_t before = yields_of(b);
     waking w = {.other = b};
     CHECK(lanepool_lane_async(a, waker_task, &w) == 0);
@@ -1605,7 +1607,7 @@ static void test_woken_lane_yields_to_its_waker(bool same_cpu) {
     CHECK(yields_of(b) == before + (same_cpu ? 1 : 0));
   }
   /* A's task blocks in a queued sync onto B: nothing runs that B could let go first. */
-  CHECK(wait_parked(b));
+  CHECK(wait_parked(a) && wait_parked(b));
   uint64_t before_sync = yields_of(b);
   waking ws = {.other = b};
   CHECK(lanepool_lane_async(a, sync_waker_task, &ws) == 0);
