@@ -222,10 +222,10 @@ bool lanepool__cpus_taken(const lanepool_t *pool) {
   return awake > spinning && awake - spinning >= cpus;
 }
 
-bool lanepool__spin_for_work(lanepool_lane_t *lane) {
+bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
-  bool handed_off = lane->handed_off; /* see below */
-  lane->handed_off = false;
+  bool handed_off = lane->handed_off;     /* see below */
+  if (!holding) lane->handed_off = false; /* the spin after a holding round may use it */
   if (budget == 0) return false;
   /* Take a spinner slot, or park at once: spinning threads must leave cores to the
    * producers (a soft cap: a relaxed counter). The low-latency interactive band has one
@@ -254,10 +254,11 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane) {
      * slows it (W9's task preferring the pool: 640 -> 516 ns a hop). */
     for (int i = 0; i < 64 && !found; i++) {
       found = (lanepool__lane_has_work(lane) &&
-               atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0) ||
+               (holding || atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0)) ||
               (own_ring && lanepool__ring_nonempty(own_ring));
       if (!found) cpu_relax();
     }
+    if (holding) break; /* one round holding its lane: then the caller gives it up */
     if (found || lanepool__ring_closed(&lane->ring) ||
         lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||
         lanepool__cpus_taken(lane->pool))
@@ -295,9 +296,9 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane) {
    * woke no one. */
   atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
-  found = found || lanepool__work_for(lane);
+  found = found || (holding && lanepool__lane_has_work(lane)) || lanepool__work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
-  if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
+  if (!found && !holding) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
 }
 

@@ -151,10 +151,11 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
  * order, then gives the lane up (lanepool__excl_release: a queue left with work is
  * announced): once it is empty, once *stop is set (stop non-NULL: a sync waiter's own
  * sync ran), or, every LANEPOOL__FAIR_EVERY tasks, when `most` ran or other work waits
- * for the band (lanepool__band_waits). emptied non-NULL: set when it stopped because the
- * queue was empty. The number of tasks run. */
+ * for the band (lanepool__band_waits). keep_if_empty non-NULL: when it stops because
+ * the queue is empty it keeps the lane and sets *keep_if_empty (the lane's own thread,
+ * which spins holding it). The number of tasks run. */
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                            unsigned source, _Atomic uint32_t *stop, bool *emptied);
+                            unsigned source, _Atomic uint32_t *stop, bool *keep_if_empty);
 
 /* park.c: parking, waking, and submitting work with the wake it needs */
 /* true if this call woke the thread of `lane` (it was PARKED). */
@@ -172,10 +173,11 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
                         unsigned flags);
 int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
-/* Spins up to the thread's budget for work, holding no lane (a lane's exclusion is
- * not its thread's: away while it yields, so its lane's work can be adopted); true if
- * some showed up. */
-bool lanepool__spin_for_work(lanepool_lane_t *lane);
+/* Spins up to the thread's budget for work; true if some showed up. `holding`: it holds
+ * its own lane, and spins one round of looks only (no yield), after which the caller
+ * gives the lane up and spins again holding nothing: a thread that yields is away and
+ * holds no lane, so its lane's work can be adopted by the band meanwhile. */
+bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding);
 /* The pool's lanes running tasks (awake, neither spinning nor parked) are at least the
  * CPUs it may use: a thread then parks rather than spin. */
 bool lanepool__cpus_taken(const lanepool_t *pool);

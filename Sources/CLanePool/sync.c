@@ -119,7 +119,7 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
 }
 
 uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t most,
-                            unsigned source, _Atomic uint32_t *stop, bool *emptied) {
+                            unsigned source, _Atomic uint32_t *stop, bool *keep_if_empty) {
   /* Over the chain the thread holds already (a sync's waiter inside a lane's task). */
   const lanepool__held *outer = lanepool__held_now;
   lanepool__held held = {lane, outer};
@@ -145,7 +145,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
       continue;
     }
     if (!pending) {
-      if (emptied) *emptied = true;
+      if (keep_if_empty) *keep_if_empty = true; /* empty: the caller keeps the lane */
       break;
     }
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
@@ -158,7 +158,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
     atomic_store_explicit(&me->started_tasks,
                           atomic_load_explicit(&me->executed, memory_order_relaxed) + 1,
                           memory_order_relaxed);
-  lanepool__excl_release(lane);
+  if (!keep_if_empty || !*keep_if_empty) lanepool__excl_release(lane);
   return ran;
 }
 

@@ -171,11 +171,17 @@ static void lane_loop(lanepool_lane_t *me) {
   lanepool__band *band = &pool->bands[me->band];
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
   bool fair_turn = false;                 /* its lane gave way to one band job */
+  /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
+   * else to do, for one round of the spin's looks (no yield): given up before anything
+   * else runs, before the spin goes on and before it parks. A queue that empties between
+   * two pushes then costs no CAS and no store on the line producers read. */
+  bool holding = false;
   for (;;) {
     /* acquire: pairs with the CAS that made the pool CANCELLING. Whoever saw CANCELLING
      * before this load cannot see this thread start another task. */
     LANEPOOL_INJECT(LANEPOOL__AT_STATE);
     if (lanepool__life_cancelling(pool)) {
+      if (holding) lanepool__excl_release(me); /* answers its queued syncs */
       cancel_pass(me);
       break;
     }
@@ -189,18 +195,21 @@ static void lane_loop(lanepool_lane_t *me) {
       got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
                            adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED));
     }
-    if (!got && lanepool__lane_has_work(me) && lanepool__excl_try(me)) {
-      come_back(me);
+    if (!got && (holding || (lanepool__lane_has_work(me) && lanepool__excl_try(me)))) {
+      if (!holding) come_back(me);
       /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
        * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
        * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
       if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
       bool emptied = false;
       uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL, &emptied);
+      holding = emptied; /* otherwise run_lane gave it up */
       fair_turn = !emptied && ran && ran % LANEPOOL__FAIR_EVERY == 0;
       got = ran != 0;
     }
     if (!got && !me->spare && lanepool__band_waits(me)) {
+      if (holding) lanepool__excl_release(me);
+      holding = false;
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
             adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
       if (!got) { /* a claim not yet published, or a job left to its thread a while */
@@ -215,6 +224,10 @@ static void lane_loop(lanepool_lane_t *me) {
                                 memory_order_relaxed);
     busy_since = 0;
     come_back(me);
+    if (lanepool__ring_closed(&me->ring) || me->spare) {
+      if (holding) lanepool__excl_release(me);
+      holding = false;
+    }
     if (lanepool__ring_closed(&me->ring)) {
       /* CLOSED was set after the band queue's and the overflow list's intake closed, so
        * nothing can arrive any more; one last look for what arrived before. */
@@ -233,7 +246,12 @@ static void lane_loop(lanepool_lane_t *me) {
       (void)rescue_look(me);
       continue;
     }
-    if (lanepool__spin_for_work(me)) continue;
+    if (holding) { /* a round of looks holding its lane (a refill costs no CAS), then not */
+      if (lanepool__spin_for_work(me, true)) continue;
+      lanepool__excl_release(me); /* then the spin's and park's looks find what came since */
+      holding = false;
+    }
+    if (lanepool__spin_for_work(me, false)) continue;
     lanepool__park(me);
   }
   close_exclusion(me);
