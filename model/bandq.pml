@@ -19,8 +19,7 @@
  *     its own lane: free with work, run that first), take, if more wait band_wake
  *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
  *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++, each
- *     yield uncounted and away: spinning--, go_away, come_back, spinning++; then
- *     spinning--, then one look:
+ *     yield uncounted: spinning--, spinning++; then spinning--, then one look:
  *     work_for), park (store PARKED, idle++, one look: work_for; else wait until
  *     AWAKE; idle--). work_for: its own lane free with work;
  *     band work; the sibling orphaned.
@@ -288,18 +287,9 @@ end_stuck:  false                                      /* ... or never */
   :: true -> skip                                      /* no budget, or no spinner slot */
   :: true ->
      spinning++;
-     /* sched_yield between looks, not counted meanwhile and away (go_away: a push onto
-      * its lane then announces it to the band; the look after away = 1 ends the spin if
-      * it finds its lane free with work); the next look, after spinning++ again, is one
-      * of those left out */
-     do
-     :: spinning--;
-        go_away(me, r);
-        away[me] = false;
-        spinning++;
-        if :: r -> r = false; spinning--; goto loop :: else -> skip fi
-     :: break
-     od;
+     /* sched_yield between looks, not counted meanwhile: a push then wakes a parked
+      * thread (the next look, after spinning++ again, is one of those left out) */
+     do :: spinning--; spinning++ :: break od;
      spinning--;
      if :: BROKEN != 3 -> work_for(me, r) :: else -> skip fi;
      if :: r -> r = false; goto loop :: else -> skip fi

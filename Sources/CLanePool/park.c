@@ -224,8 +224,8 @@ bool lanepool__cpus_taken(const lanepool_t *pool) {
 
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
-  bool handed_off = lane->handed_off;     /* see below */
-  if (!holding) lane->handed_off = false; /* the spin after a holding round may use it */
+  bool handed_off = lane->handed_off; /* see below */
+  lane->handed_off = false;
   if (budget == 0) return false;
   /* Take a spinner slot, or park at once: spinning threads must leave cores to the
    * producers (a soft cap: a relaxed counter). The low-latency interactive band has one
@@ -258,7 +258,6 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
               (own_ring && lanepool__ring_nonempty(own_ring));
       if (!found) cpu_relax();
     }
-    if (holding) break; /* one round holding its lane: then the caller gives it up */
     if (found || lanepool__ring_closed(&lane->ring) ||
         lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||
         lanepool__cpus_taken(lane->pool))
@@ -268,24 +267,13 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
      * this thread to be scheduled again. Either way, park. */
     if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
     last = t;
-    /* Cede the core to a runnable producer, if any. A yielded spinner may wait
-     * milliseconds behind another thread there (a busy-waiting producer: until the next
-     * tick), so meanwhile it is neither counted as spinning (a band push then wakes a
-     * parked lane; pair 2 holds: the next turn looks again) nor offered in `warm`, and
-     * it is away: a push onto its lane finds it free and announces it to the band, whose
-     * threads adopt it (pair 1: away, then one more look at its queue). */
-    uint32_t mine = me;
-    if (me)
-      atomic_compare_exchange_strong_explicit(warm, &mine, 0, memory_order_relaxed,
-                                              memory_order_relaxed);
+    /* Cede the core to a runnable producer, if any, not counted as spinning meanwhile:
+     * a yielded spinner may wait milliseconds behind another band's thread, and a push
+     * that saw it counted would wake no one (pair 2 holds: the next turn looks again). */
     atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
-    atomic_store_explicit(&lane->away, 1, memory_order_seq_cst);
-    found = lanepool__lane_has_work(lane) &&
-            atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0;
-    if (!found) sched_yield();
-    atomic_store_explicit(&lane->away, 0, memory_order_seq_cst);
+    sched_yield();
     atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
-    if (me && !found && atomic_load_explicit(warm, memory_order_relaxed) == 0)
+    if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
       atomic_store_explicit(warm, me, memory_order_relaxed);
   }
   uint32_t offered = me;
@@ -298,7 +286,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
   found = found || (holding && lanepool__lane_has_work(lane)) || lanepool__work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
-  if (!found && !holding) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
+  if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
 }
 

@@ -173,10 +173,8 @@ int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *
                         unsigned flags);
 int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
-/* Spins up to the thread's budget for work; true if some showed up. `holding`: it holds
- * its own lane, and spins one round of looks only (no yield), after which the caller
- * gives the lane up and spins again holding nothing: a thread that yields is away and
- * holds no lane, so its lane's work can be adopted by the band meanwhile. */
+/* Spins up to the thread's budget for work (`holding`: it holds its own lane); true if
+ * some showed up. */
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding);
 /* The pool's lanes running tasks (awake, neither spinning nor parked) are at least the
  * CPUs it may use: a thread then parks rather than spin. */

@@ -172,9 +172,9 @@ static void lane_loop(lanepool_lane_t *me) {
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
   bool fair_turn = false;                 /* its lane gave way to one band job */
   /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
-   * else to do, for one round of the spin's looks (no yield): given up before anything
-   * else runs, before the spin goes on and before it parks. A queue that empties between
-   * two pushes then costs no CAS and no store on the line producers read. */
+   * else to do (it spins holding it): given up before anything else runs and before it
+   * parks. A queue that empties between two pushes then costs no CAS and no store on
+   * the line producers read. */
   bool holding = false;
   for (;;) {
     /* acquire: pairs with the CAS that made the pool CANCELLING. Whoever saw CANCELLING
@@ -246,12 +246,9 @@ static void lane_loop(lanepool_lane_t *me) {
       (void)rescue_look(me);
       continue;
     }
-    if (holding) { /* a round of looks holding its lane (a refill costs no CAS), then not */
-      if (lanepool__spin_for_work(me, true)) continue;
-      lanepool__excl_release(me); /* then the spin's and park's looks find what came since */
-      holding = false;
-    }
-    if (lanepool__spin_for_work(me, false)) continue;
+    if (lanepool__spin_for_work(me, holding)) continue;
+    if (holding) lanepool__excl_release(me); /* then park's look finds what came since */
+    holding = false;
     lanepool__park(me);
   }
   close_exclusion(me);
