@@ -369,7 +369,8 @@ typedef struct lanepool_config {
    *  its band has had work queued, awake, without finishing a task for 20 us (it waits
    *  for a CPU, maybe the spinner's: the kernel need not run it when the spinner
    *  yields, since spinning counts against the spinner's share), or the pool's lanes
-   *  running tasks are at least the CPUs it may use. */
+   *  running tasks are at least the CPUs its lanes may use (a lane blocked inside a
+   *  task, in read() or a sleep, counts as running: the pool cannot tell). */
   uint32_t interactive_spin_ns;
   /** What the bands' nice values become where the kernel refuses the lowest of them (no
    *  CAP_SYS_NICE, RLIMIT_NICE too low: a container's usual case).
