@@ -324,8 +324,9 @@ typedef struct lanepool_config {
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
   uint32_t spin_ns[LANEPOOL_BAND_COUNT];
   /** At most this many lanes of the pool spin at once; the others park at once.
-   *  0 (default): half the allowed CPUs, at least 1, so spinning lanes (which may run
-   *  at a higher priority than their producers) never take every core.
+   *  0 (default): half the allowed CPUs (at most the cgroup's CPU quota,
+   *  lanepool_cpu_quota), at least 1, so spinning lanes (which may run at a higher
+   *  priority than their producers) never take every core.
    *  LANEPOOL_SPIN_UNLIMITED: no limit. */
   uint32_t max_spinning_lanes;
   /** 0 (default): each lane adapts its spin budget between 0 and spin_ns: a spin that
@@ -369,7 +370,8 @@ typedef struct lanepool_config {
    *  its band has had work queued, awake, without finishing a task for 20 us (it waits
    *  for a CPU, maybe the spinner's: the kernel need not run it when the spinner
    *  yields, since spinning counts against the spinner's share), or the pool's lanes
-   *  running tasks are at least the CPUs its lanes may use (a lane blocked inside a
+   *  running tasks are at least the CPUs its lanes may use (at most the cgroup's CPU
+   *  quota, which spinning would spend; a lane blocked inside a
    *  task, in read() or a sleep, counts as running: the pool cannot tell). */
   uint32_t interactive_spin_ns;
   /** What the bands' nice values become where the kernel refuses the lowest of them (no

@@ -345,6 +345,7 @@ struct lanepool {
   lanepool_log_fn log;
   void *log_arg;
   uint32_t allowed_count;
+  uint32_t quota_cpus; /* the cgroup's CPU quota at creation, in CPUs (rounded up); 0: none */
   /* [band * lanes_per_band + i], then each band's rescue lane at
    * [LANEPOOL_BAND_COUNT * lanes_per_band + band] (lanepool__lane_total of them) */
   lanepool_lane_t **lanes;
@@ -693,9 +694,11 @@ int lanepool__affinity_cpus(int **out, uint32_t *count);
 void *lanepool__cpu_set_of(const int *cpus, uint32_t n, size_t *size);
 bool lanepool__contains(const int *cpus, uint32_t n, int cpu);
 #ifdef LANEPOOL_TEST_HOOKS
-/* Tests only: when set, lanepool__affinity_cpus answers this list (a fake machine). */
+/* Tests only: when set, lanepool__affinity_cpus answers this list (a fake machine), and
+ * lanepool_cpu_quota reads the cgroup files under these paths (quota.c). */
 extern const int *lanepool__test_allowed;
 extern uint32_t lanepool__test_allowed_count;
+extern const char *lanepool__test_cgroup_root, *lanepool__test_proc_cgroup;
 #endif
 void lanepool__topology_free(lanepool__topology *t);
 const lanepool__topo_node *lanepool__topology_node(const lanepool__topology *t, int node);

@@ -204,13 +204,15 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
  * `interactive_spinner`, the caller's own included) from the start of their spin to its
  * end, through the yields during which `band->spinning` leaves them out. When the
  * running lanes are at least the CPUs the pool's lanes may use (the placed ones' union,
- * or every allowed CPU), a spinner keeps a CPU only by preempting one of them, and a
+ * or every allowed CPU; at most the cgroup's CPU quota, which a spinner would spend), a
+ * spinner keeps a CPU only by preempting one of them, and a
  * yield between its looks may leave it off its CPU until the next tick (4 ms at HZ 250)
  * with nobody to wake it: a push counts on it. Parked, it is woken by the push, and a
  * waking thread preempts at once (docs/server-demo.md, the executor's slowest request).
  * No CPU known (sched_getaffinity failed): never. */
 bool lanepool__cpus_taken(const lanepool_t *pool) {
   uint32_t cpus = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
+  if (pool->quota_cpus && pool->quota_cpus < cpus) cpus = pool->quota_cpus;
   if (cpus == 0) return false;
   uint32_t awake = 0;
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {

@@ -149,7 +149,7 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
 
 /* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
 static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
-                              int *rc) {
+                              uint32_t quota, int *rc) {
   lanepool_t *pool = aligned_alloc(LANEPOOL__CACHE_LINE, LANEPOOL__LINES(sizeof(lanepool_t)));
   if (!pool) {
     *rc = ENOMEM;
@@ -171,8 +171,10 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->log_arg = cfg->log_arg;
   if (cfg->unprivileged_nice == LANEPOOL_NICE_SHIFT)
     pool->nice_shift = lanepool__nice_shift(cfg->policy);
+  pool->quota_cpus = quota;
   if (cfg->max_spinning_lanes == 0) {
-    uint32_t half = allowed_cpu_count() / 2;
+    uint32_t cpus = allowed_cpu_count();
+    uint32_t half = (quota && quota < cpus ? quota : cpus) / 2;
     pool->max_spinners = half ? half : 1;
   } else {
     pool->max_spinners = cfg->max_spinning_lanes;
@@ -325,14 +327,15 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
-  uint32_t per_band = cfg->lanes_per_band, quota;
+  uint32_t per_band = cfg->lanes_per_band, quota = 0;
+  if (lanepool_cpu_quota(&quota) != 0) quota = 0; /* none, or none readable */
   if (per_band == LANEPOOL_LANES_PER_CPU) {
     /* One lane per CPU the process may use (the default pool: within its cgroup's quota). */
     per_band = allowed_cpu_count();
-    if (is_default && lanepool_cpu_quota(&quota) == 0 && quota < per_band) per_band = quota;
+    if (is_default && quota && quota < per_band) per_band = quota;
     if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
   }
-  lanepool_t *pool = pool_alloc(cfg, is_default, per_band, &rc);
+  lanepool_t *pool = pool_alloc(cfg, is_default, per_band, quota, &rc);
   if (!pool) return rc;
   if ((rc = lanes_alloc(pool, cfg))) goto fail_free;
   if ((rc = lanes_start(pool))) goto fail_free;

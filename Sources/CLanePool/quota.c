@@ -163,7 +163,15 @@ int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint
   return 0;
 }
 
+#ifdef LANEPOOL_TEST_HOOKS
+const char *lanepool__test_cgroup_root, *lanepool__test_proc_cgroup; /* both, or neither */
+#endif
+
 int lanepool_cpu_quota(uint32_t *cpus) {
   if (!cpus) return EINVAL;
+#ifdef LANEPOOL_TEST_HOOKS
+  if (lanepool__test_cgroup_root)
+    return lanepool__cpu_quota(lanepool__test_cgroup_root, lanepool__test_proc_cgroup, cpus);
+#endif
   return lanepool__cpu_quota("/sys/fs/cgroup", "/proc/self/cgroup", cpus);
 }

@@ -871,7 +871,8 @@ static void test_cancel_escalating_a_destroy(void) {
  * (background lanes first, then the next band up when a band has fewer lanes than
  * CPUs): taken only once all are; not while a spinner (its pool-wide slot, which it
  * keeps through its yields) is among them; free again once they parked. Then a pool
- * placed on one CPU: one blocked lane takes it. */
+ * placed on one CPU, and a pool under a cgroup quota of one CPU: one blocked lane takes
+ * it. */
 static _Atomic int spin_gate, spin_started;
 static void spin_blocker(void *ctx) {
   (void)ctx;
@@ -940,6 +941,32 @@ static void test_no_spin_while_lanes_take_every_cpu(void) {
   CHECK(pool->rescue_cpu_count == 1);
   take_every_cpu(pool, 1);
   CHECK_RC(lanepool_destroy(pool), 0);
+  /* A cgroup quota of one CPU (fixture files): a spinner would spend that quota. */
+  char root[] = "/tmp/lanepool-quota-XXXXXX", path[sizeof root + 16];
+  CHECK(mkdtemp(root) != NULL);
+  snprintf(path, sizeof path, "%s/cpu.max", root);
+  FILE *f = fopen(path, "w");
+  CHECK(f && fputs("100000 100000\n", f) >= 0 && fclose(f) == 0);
+  snprintf(path, sizeof path, "%s/cgroup", root);
+  f = fopen(path, "w");
+  CHECK(f && fputs("0::/\n", f) >= 0 && fclose(f) == 0);
+  lanepool__test_cgroup_root = root;
+  lanepool__test_proc_cgroup = path;
+  lanepool_config_init(&cfg);
+  cfg.name = "nospin-q";
+  cfg.lanes_per_band = 2;
+  pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool__test_cgroup_root = lanepool__test_proc_cgroup = NULL;
+  if (pool) {
+    CHECK(pool->quota_cpus == 1 && pool->max_spinners == 1);
+    take_every_cpu(pool, 1);
+    CHECK_RC(lanepool_destroy(pool), 0);
+  }
+  unlink(path);
+  snprintf(path, sizeof path, "%s/cpu.max", root);
+  unlink(path);
+  rmdir(root);
 }
 
 /* Without membarrier(2) (refused at startup, as under a seccomp filter: every command,
