@@ -324,9 +324,9 @@ typedef struct lanepool_config {
    *  idle lane parks on its futex. lanepool_config_init() sets per-band defaults. */
   uint32_t spin_ns[LANEPOOL_BAND_COUNT];
   /** At most this many lanes of the pool spin at once; the others park at once.
-   *  0 (default): half the allowed CPUs (at most the cgroup's CPU quota,
-   *  lanepool_cpu_quota), at least 1, so spinning lanes (which may run at a higher
-   *  priority than their producers) never take every core.
+   *  0 (default): half of the allowed CPUs or of the cgroup's CPU quota
+   *  (lanepool_cpu_quota), whichever is fewer, at least 1, so spinning lanes (which may
+   *  run at a higher priority than their producers) never take every core.
    *  LANEPOOL_SPIN_UNLIMITED: no limit. */
   uint32_t max_spinning_lanes;
   /** 0 (default): each lane adapts its spin budget between 0 and spin_ns: a spin that

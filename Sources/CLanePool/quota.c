@@ -66,10 +66,16 @@ static uint32_t cpus_of(int64_t quota, int64_t period) {
   return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+/* Scratch space, on the heap: every pool's creation reads the quota, maybe on a lane
+ * whose stack is PTHREAD_STACK_MIN. */
+typedef struct {
+  char cgroup[8192], base[QUOTA_PATH_MAX], dir[QUOTA_PATH_MAX], path[QUOTA_PATH_MAX];
+} quota_scratch;
+
 /* v2 cpu.max: "max PERIOD" (no quota) or "QUOTA PERIOD". 0 with *cpus, or ENOENT. */
-static int read_cpu_max(const char *dir, uint32_t *cpus) {
-  char path[QUOTA_PATH_MAX], buf[128];
-  if ((size_t)snprintf(path, sizeof path, "%s/cpu.max", dir) >= sizeof path) return ENOENT;
+static int read_cpu_max(const char *dir, char *path, uint32_t *cpus) {
+  char buf[128];
+  if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.max", dir) >= QUOTA_PATH_MAX) return ENOENT;
   if (read_small(path, buf, sizeof buf)) return ENOENT;
   if (strncmp(buf, "max", 3) == 0) return ENOENT;
   int64_t quota, period;
@@ -82,12 +88,13 @@ static int read_cpu_max(const char *dir, uint32_t *cpus) {
 }
 
 /* v1 cpu.cfs_quota_us (-1: no quota) and cpu.cfs_period_us. */
-static int read_cfs(const char *dir, uint32_t *cpus) {
-  char path[QUOTA_PATH_MAX], buf[64];
+static int read_cfs(const char *dir, char *path, uint32_t *cpus) {
+  char buf[64];
   int64_t quota, period;
-  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir) >= sizeof path) return ENOENT;
+  if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.cfs_quota_us", dir) >= QUOTA_PATH_MAX)
+    return ENOENT;
   if (read_small(path, buf, sizeof buf) || !parse_num(buf, 1, &quota) || quota <= 0) return ENOENT;
-  if ((size_t)snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir) >= sizeof path)
+  if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.cfs_period_us", dir) >= QUOTA_PATH_MAX)
     return ENOENT;
   if (read_small(path, buf, sizeof buf) || !parse_num(buf, 0, &period) || period <= 0)
     return ENOENT;
@@ -96,10 +103,11 @@ static int read_cfs(const char *dir, uint32_t *cpus) {
 }
 
 /* Every level from base + cgpath up to base itself; the smallest quota into *best. */
-static void walk(const char *base, const char *cgpath, int v2, int *found, uint32_t *best) {
-  char dir[QUOTA_PATH_MAX];
-  if ((size_t)snprintf(dir, sizeof dir, "%s%s%s", base, cgpath[0] == '/' ? "" : "/", cgpath) >=
-      sizeof dir)
+static void walk(quota_scratch *q, const char *base, const char *cgpath, int v2, int *found,
+                 uint32_t *best) {
+  char *dir = q->dir;
+  if ((size_t)snprintf(dir, QUOTA_PATH_MAX, "%s%s%s", base, cgpath[0] == '/' ? "" : "/", cgpath) >=
+      QUOTA_PATH_MAX)
     return;
   size_t base_len = strlen(base);
   for (;;) {
@@ -107,7 +115,7 @@ static void walk(const char *base, const char *cgpath, int v2, int *found, uint3
     size_t len = strlen(dir);
     while (len > base_len && dir[len - 1] == '/') dir[--len] = '\0';
     uint32_t n;
-    if ((v2 ? read_cpu_max(dir, &n) : read_cfs(dir, &n)) == 0) {
+    if ((v2 ? read_cpu_max(dir, q->path, &n) : read_cfs(dir, q->path, &n)) == 0) {
       if (!*found || n < *best) *best = n;
       *found = 1;
     }
@@ -131,11 +139,12 @@ static int has_cpu_controller(const char *list, size_t len) {
 
 int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint32_t *cpus_out) {
   if (!sys_root || !proc_cgroup_path || !cpus_out) return EINVAL;
-  char buf[8192];
-  if (read_small(proc_cgroup_path, buf, sizeof buf)) return ENOENT;
+  quota_scratch *q = malloc(sizeof *q);
+  if (!q) return ENOMEM;
+  char *buf = q->cgroup, *base = q->base;
   int found = 0;
   uint32_t best = 0;
-  char base[QUOTA_PATH_MAX];
+  if (read_small(proc_cgroup_path, buf, sizeof q->cgroup)) goto out;
   for (char *line = buf, *next; line && *line; line = next) {
     next = strchr(line, '\n');
     if (next) *next++ = '\0';
@@ -148,16 +157,18 @@ int lanepool__cpu_quota(const char *sys_root, const char *proc_cgroup_path, uint
     if (path[0] != '/' || strstr(path, "/../") || strcmp(path, "/..") == 0) continue;
     size_t ctl_len = (size_t)(c2 - (c1 + 1));
     if (ctl_len == 0 && strncmp(line, "0:", 2) == 0) {
-      walk(sys_root, path, 1, &found, &best);
-      if ((size_t)snprintf(base, sizeof base, "%s/unified", sys_root) < sizeof base)
-        walk(base, path, 1, &found, &best);
+      walk(q, sys_root, path, 1, &found, &best);
+      if ((size_t)snprintf(base, QUOTA_PATH_MAX, "%s/unified", sys_root) < QUOTA_PATH_MAX)
+        walk(q, base, path, 1, &found, &best);
     } else if (has_cpu_controller(c1 + 1, ctl_len)) {
       static const char *const mounts[] = {"cpu,cpuacct", "cpu", "cpuacct,cpu"};
       for (size_t m = 0; m < sizeof mounts / sizeof mounts[0]; m++)
-        if ((size_t)snprintf(base, sizeof base, "%s/%s", sys_root, mounts[m]) < sizeof base)
-          walk(base, path, 0, &found, &best);
+        if ((size_t)snprintf(base, QUOTA_PATH_MAX, "%s/%s", sys_root, mounts[m]) < QUOTA_PATH_MAX)
+          walk(q, base, path, 0, &found, &best);
     }
   }
+out:
+  free(q);
   if (!found) return ENOENT;
   *cpus_out = best;
   return 0;
