@@ -345,7 +345,8 @@ struct lanepool {
   lanepool_log_fn log;
   void *log_arg;
   uint32_t allowed_count;
-  uint32_t quota_cpus; /* the cgroup's CPU quota at creation, in CPUs (rounded up); 0: none */
+  uint32_t spin_cpus; /* the CPUs its lanes may use (placed, else allowed; at most the
+                         cgroup's quota), for lanepool__cpus_taken; 0: unknown [once] */
   /* [band * lanes_per_band + i], then each band's rescue lane at
    * [LANEPOOL_BAND_COUNT * lanes_per_band + band] (lanepool__lane_total of them) */
   lanepool_lane_t **lanes;

@@ -211,9 +211,7 @@ bool lanepool__work_for(lanepool_lane_t *lane) {
  * waking thread preempts at once (docs/server-demo.md, the executor's slowest request).
  * No CPU known (sched_getaffinity failed): never. */
 bool lanepool__cpus_taken(const lanepool_t *pool) {
-  uint32_t cpus = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
-  if (pool->quota_cpus && pool->quota_cpus < cpus) cpus = pool->quota_cpus;
-  if (cpus == 0) return false;
+  if (pool->spin_cpus == 0) return false;
   uint32_t awake = 0;
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     uint32_t idle = atomic_load_explicit(&pool->bands[b].idle, memory_order_relaxed);
@@ -221,7 +219,7 @@ bool lanepool__cpus_taken(const lanepool_t *pool) {
   }
   uint32_t spinning = atomic_load_explicit(&pool->spinners, memory_order_relaxed) +
                       atomic_load_explicit(&pool->interactive_spinner, memory_order_relaxed);
-  return awake > spinning && awake - spinning >= cpus;
+  return awake > spinning && awake - spinning >= pool->spin_cpus;
 }
 
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {

@@ -149,7 +149,7 @@ int lanepool_config_check(const lanepool_config_t *cfg, const char **field) {
 
 /* Step 1: the pool struct and its scalar settings. NULL on ENOMEM. */
 static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint32_t per_band,
-                              uint32_t quota, int *rc) {
+                              uint32_t cpus, int *rc) {
   lanepool_t *pool = aligned_alloc(LANEPOOL__CACHE_LINE, LANEPOOL__LINES(sizeof(lanepool_t)));
   if (!pool) {
     *rc = ENOMEM;
@@ -171,10 +171,8 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->log_arg = cfg->log_arg;
   if (cfg->unprivileged_nice == LANEPOOL_NICE_SHIFT)
     pool->nice_shift = lanepool__nice_shift(cfg->policy);
-  pool->quota_cpus = quota;
   if (cfg->max_spinning_lanes == 0) {
-    uint32_t cpus = allowed_cpu_count();
-    uint32_t half = (quota && quota < cpus ? quota : cpus) / 2;
+    uint32_t half = cpus / 2;
     pool->max_spinners = half ? half : 1;
   } else {
     pool->max_spinners = cfg->max_spinning_lanes;
@@ -327,17 +325,20 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
-  uint32_t per_band = cfg->lanes_per_band, quota = 0;
-  if (lanepool_cpu_quota(&quota) != 0) quota = 0; /* none, or none readable */
+  /* The CPUs the process may use, and within its cgroup's quota (none, or none readable:
+   * 0), which spinning would spend. */
+  uint32_t per_band = cfg->lanes_per_band, allowed = allowed_cpu_count(), quota = 0;
+  if (lanepool_cpu_quota(&quota) != 0 || quota > allowed) quota = allowed;
   if (per_band == LANEPOOL_LANES_PER_CPU) {
     /* One lane per CPU the process may use (the default pool: within its cgroup's quota). */
-    per_band = allowed_cpu_count();
-    if (is_default && quota && quota < per_band) per_band = quota;
+    per_band = is_default ? quota : allowed;
     if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
   }
   lanepool_t *pool = pool_alloc(cfg, is_default, per_band, quota, &rc);
   if (!pool) return rc;
   if ((rc = lanes_alloc(pool, cfg))) goto fail_free;
+  uint32_t placed = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
+  pool->spin_cpus = placed < quota ? placed : quota;
   if ((rc = lanes_start(pool))) goto fail_free;
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
   if ((rc = lanepool__registry_add(pool))) goto fail_join;

@@ -927,7 +927,8 @@ static void test_no_spin_while_lanes_take_every_cpu(void) {
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
   if (!pool) return;
   uint32_t cpus = pool->allowed_count;
-  if (pool->quota_cpus && pool->quota_cpus < cpus) cpus = pool->quota_cpus; /* a limited host */
+  uint32_t quota;
+  if (lanepool_cpu_quota(&quota) == 0 && quota < cpus) cpus = quota; /* a limited host */
   int first_cpu = pool->allowed_cpus[0];
   if (cpus <= LANEPOOL_BAND_COUNT * pool->lanes_per_band) take_every_cpu(pool, cpus);
   CHECK_RC(lanepool_destroy(pool), 0);
@@ -960,7 +961,7 @@ static void test_no_spin_while_lanes_take_every_cpu(void) {
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
   lanepool__test_cgroup_root = lanepool__test_proc_cgroup = NULL;
   if (pool) {
-    CHECK(pool->quota_cpus == 1 && pool->max_spinners == 1);
+    CHECK(pool->spin_cpus == 1 && pool->max_spinners == 1);
     take_every_cpu(pool, 1);
     CHECK_RC(lanepool_destroy(pool), 0);
   }
