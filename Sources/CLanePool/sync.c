@@ -148,10 +148,8 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
       if (keep_if_empty) *keep_if_empty = true; /* empty: the caller keeps the lane */
       break;
     }
-    /* A producer claimed the head cell and is about to publish it: most often it runs on
-     * another CPU, a few stores from done; a yield here would leave that CPU to a thread
-     * of this one (W2's producer beside its lane) for a whole slice. */
-    (void)lanepool__ring_wait_cell(&lane->ring, lanepool__ring_head(&lane->ring));
+    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+    sched_yield(); /* a producer claimed a cell and is about to publish it */
   }
   lanepool__running_lane = saved_running;
   lanepool__current = saved_current;
