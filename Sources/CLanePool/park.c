@@ -29,16 +29,6 @@
 #include <errno.h>
 #include <sched.h>
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#else
-  atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
 /* ---- waking -------------------------------------------------------------------- */
 
 /* A thread woken from inside a running task of another thread of its pool: which, that
@@ -256,7 +246,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
       found = (lanepool__lane_has_work(lane) &&
                (holding || atomic_load_explicit(&lane->excl, memory_order_relaxed) == 0)) ||
               (own_ring && lanepool__ring_nonempty(own_ring));
-      if (!found) cpu_relax();
+      if (!found) lanepool__cpu_relax();
     }
     if (found || lanepool__ring_closed(&lane->ring) ||
         lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||

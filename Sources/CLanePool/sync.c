@@ -130,7 +130,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
   lanepool__held_now = &held;
   lanepool__current = lane;
   lanepool__running_lane = lane;
-  uint32_t ran = 0;
+  uint32_t ran = 0, waited = 0; /* waited: back-off rounds for an unpublished head */
   for (;;) {
     if (lanepool__life_cancelling(me->pool)) break;
     if (stop && atomic_load_explicit(stop, memory_order_acquire)) break;
@@ -140,6 +140,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
     lanepool__task task;
     bool pending;
     if (lanepool__lane_pop(lane, &task, &pending)) {
+      waited = 0;
       lanepool__run_counted(me, lane, &task, source);
       ran++;
       continue;
@@ -148,8 +149,17 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
       if (keep_if_empty) *keep_if_empty = true; /* empty: the caller keeps the lane */
       break;
     }
+    /* A producer claimed the head cell and is about to publish it. Most often it runs on
+     * another CPU, a few stores from done: back off without reading its lines, and it
+     * publishes that cell and more behind it, which this thread then runs in one go. A
+     * yield at once gave a producer beside the lane this CPU for a whole slice (W2);
+     * polling the cell slowed the producer writing it (W1). Still waiting after a few
+     * rounds, the producer was likely preempted, maybe on this CPU: yield. */
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield(); /* a producer claimed a cell and is about to publish it */
+    if (++waited > LANEPOOL__BACKOFF_ROUNDS)
+      sched_yield();
+    else
+      for (int i = 0; i < LANEPOOL__BACKOFF_PAUSES; i++) lanepool__cpu_relax();
   }
   lanepool__running_lane = saved_running;
   lanepool__current = saved_current;
