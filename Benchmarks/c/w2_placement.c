@@ -10,6 +10,7 @@
  *     split:  both producers on the first allowed CPU, both lanes on the second
  * Environment: W2_BAND_FIRST=1 runs a round of band work (lanepool_async) on the same
  * pool before each lane-bound round, as the bench's C band row precedes its C fn row.
+ * W2_PRODUCERS=1: one producer of all the tasks (W1's shape; pinned as producer 0).
  * Needs 2 allowed CPUs. scripts/w2-placement builds it against two revisions.
  */
 #define _GNU_SOURCE
@@ -74,17 +75,19 @@ static void *produce(void *arg) {
   return NULL;
 }
 
-/* Tasks per second (millions) for two producers of `tasks` each. */
+static bool one_producer; /* W2_PRODUCERS=1: W1's shape */
+
+/* Tasks per second (millions) for two producers of `tasks` each (or one of 2 * tasks). */
 static double round_mps(long tasks, bool band) {
   band_work = band;
   atomic_store(&done, 0);
   target = 2 * tasks;
-  producer_t a = {tasks, 0}, b = {tasks, 1};
+  producer_t a = {one_producer ? 2 * tasks : tasks, 0}, b = {tasks, 1};
   pthread_t other;
   double t0 = now_s();
-  pthread_create(&other, NULL, produce, &b);
+  if (!one_producer) pthread_create(&other, NULL, produce, &b);
   produce(&a);
-  pthread_join(other, NULL);
+  if (!one_producer) pthread_join(other, NULL);
   while (atomic_load(&done) < target) sched_yield();
   return (double)target / (now_s() - t0) / 1e6;
 }
@@ -125,6 +128,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "w2_placement: lanepool_create: %d\n", rc);
     return 1;
   }
+  const char *np = getenv("W2_PRODUCERS");
+  one_producer = np && !strcmp(np, "1");
   const char *bf = getenv("W2_BAND_FIRST");
   bool band_first = bf && !strcmp(bf, "1");
   printf("w2_placement %s: M tasks/s per round:", how);
