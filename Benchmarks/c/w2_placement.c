@@ -11,6 +11,7 @@
  * Environment: W2_BAND_FIRST=1 runs a round of band work (lanepool_async) on the same
  * pool before each lane-bound round, as the bench's C band row precedes its C fn row.
  * W2_PRODUCERS=1: one producer of all the tasks (W1's shape; pinned as producer 0).
+ * W2_BAND=1: band work only (the bench's C band row), its rounds printed.
  * Needs 2 allowed CPUs. scripts/w2-placement builds it against two revisions.
  */
 #define _GNU_SOURCE
@@ -130,12 +131,12 @@ int main(int argc, char **argv) {
   }
   const char *np = getenv("W2_PRODUCERS");
   one_producer = np && !strcmp(np, "1");
-  const char *bf = getenv("W2_BAND_FIRST");
-  bool band_first = bf && !strcmp(bf, "1");
+  const char *bf = getenv("W2_BAND_FIRST"), *bo = getenv("W2_BAND");
+  bool band_first = bf && !strcmp(bf, "1"), band_only = bo && !strcmp(bo, "1");
   printf("w2_placement %s: M tasks/s per round:", how);
   for (int r = 0; r < rounds; r++) {
-    if (band_first) (void)round_mps(tasks, true);
-    printf(" %.1f", round_mps(tasks, false));
+    if (band_first && !band_only) (void)round_mps(tasks, true);
+    printf(" %.1f", round_mps(tasks, band_only));
     fflush(stdout);
   }
   printf("\n");
