@@ -457,24 +457,6 @@ static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
  * idle). */
 #define LANEPOOL__SPIN_PREEMPTED_NS 50000u
 
-/* A spin-wait's pause between two looks. */
-static inline void lanepool__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#else
-  atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
-/* A lane's queue whose head cell a producer has claimed and not yet published (sync.c,
- * run_lane): its holder waits LANEPOOL__BACKOFF_PAUSES pauses (about 4 us on the
- * machine of docs/benchmarks.md) without reading the cell, up to LANEPOOL__BACKOFF_ROUNDS
- * times, then yields at each look. */
-#define LANEPOOL__BACKOFF_PAUSES 128
-#define LANEPOOL__BACKOFF_ROUNDS 8u
-
 /* A band's rescue thread runs band work, or a lane's queue, that has waited this long
  * with no thread of the band taking any of it (worker.c, "The rescue thread"); it parks
  * with this timeout while its band has such work. Test builds may shorten it (inject.c:

@@ -233,15 +233,40 @@ static inline uint64_t lanepool__ring_close(lanepool__ring *r, uint64_t flag) {
   return atomic_fetch_or_explicit(&r->tail, flag, memory_order_seq_cst) & ~LANEPOOL__TAIL_FLAGS;
 }
 
+/* A spin-wait's pause between two looks. */
+static inline void lanepool__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#else
+  atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* One wait for a cell a producer has claimed and not yet published; `rounds` counts the
+ * waits for one cell (0 to start). Most often the producer runs on another CPU, a few
+ * stores from done: the first LANEPOOL__BACKOFF_ROUNDS waits pause without reading its
+ * lines (about 4 us each on the machine of docs/benchmarks.md), and it publishes that
+ * cell and more behind it. A yield at once gave a producer beside the consumer its CPU
+ * for a whole slice (W2); polling the cell slowed the producer writing it (W1). Still
+ * unpublished after those, the producer was likely preempted, maybe on this CPU: yield. */
+#define LANEPOOL__BACKOFF_PAUSES 128
+#define LANEPOOL__BACKOFF_ROUNDS 8u
+static inline void lanepool__ring_backoff(uint32_t *rounds) {
+  LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+  if (++*rounds > LANEPOOL__BACKOFF_ROUNDS)
+    sched_yield();
+  else
+    for (int i = 0; i < LANEPOOL__BACKOFF_PAUSES; i++) lanepool__cpu_relax();
+}
+
 /* The cell at `pos` (head <= pos < a tail read earlier), once its producer has
- * published it. A claim is published a few instructions after the CAS unless the
- * producer is preempted there, so wait with a yield. */
+ * published it. */
 static inline lanepool__slot *lanepool__ring_wait_cell(lanepool__ring *r, uint64_t pos) {
   lanepool__slot *slot = &r->slots[pos & r->mask];
-  for (int spins = 0; atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1; spins++) {
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    if (spins >= 64) sched_yield();
-  }
+  for (uint32_t rounds = 0; atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1;)
+    lanepool__ring_backoff(&rounds);
   return slot;
 }
 

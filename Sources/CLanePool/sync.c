@@ -149,17 +149,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
       if (keep_if_empty) *keep_if_empty = true; /* empty: the caller keeps the lane */
       break;
     }
-    /* A producer claimed the head cell and is about to publish it. Most often it runs on
-     * another CPU, a few stores from done: back off without reading its lines, and it
-     * publishes that cell and more behind it, which this thread then runs in one go. A
-     * yield at once gave a producer beside the lane this CPU for a whole slice (W2);
-     * polling the cell slowed the producer writing it (W1). Still waiting after a few
-     * rounds, the producer was likely preempted, maybe on this CPU: yield. */
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    if (++waited > LANEPOOL__BACKOFF_ROUNDS)
-      sched_yield();
-    else
-      for (int i = 0; i < LANEPOOL__BACKOFF_PAUSES; i++) lanepool__cpu_relax();
+    lanepool__ring_backoff(&waited); /* a producer claimed the head cell: it publishes */
   }
   lanepool__running_lane = saved_running;
   lanepool__current = saved_current;

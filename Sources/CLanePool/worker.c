@@ -171,6 +171,7 @@ static void lane_loop(lanepool_lane_t *me) {
   lanepool__band *band = &pool->bands[me->band];
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
   bool fair_turn = false;                 /* its lane gave way to one band job */
+  uint32_t waited = 0;                    /* back-off rounds for an unpublished band job */
   /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
    * else to do (it spins holding it): given up before anything else runs and before it
    * parks. A queue that empties between two pushes then costs no CAS and no store on
@@ -212,12 +213,13 @@ static void lane_loop(lanepool_lane_t *me) {
       holding = false;
       got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
             adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
-      if (!got) { /* a claim not yet published, or a job left to its thread a while */
-        LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-        sched_yield();
-      }
+      if (!got) /* a claim not yet published, or a job left to its thread a while */
+        lanepool__ring_backoff(&waited);
     }
-    if (got) continue;
+    if (got) {
+      waited = 0;
+      continue;
+    }
     /* Nothing to take. */
     if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
       atomic_fetch_add_explicit(&me->busy_ns, lanepool__now_ns() - busy_since,
@@ -249,6 +251,7 @@ static void lane_loop(lanepool_lane_t *me) {
     if (lanepool__spin_for_work(me, holding)) continue;
     if (holding) lanepool__excl_release(me); /* then park's look finds what came since */
     holding = false;
+    waited = 0;
     lanepool__park(me);
   }
   close_exclusion(me);
