@@ -19,18 +19,17 @@
 int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity) {
   memset(band, 0, sizeof *band);
   size_t bytes = LANEPOOL__LINES((size_t)shards * capacity * sizeof(lanepool__slot));
-  lanepool__slot *slots = lanepool__alloc_on_node(bytes, -1, &band->slots_numa_owned);
+  lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, bytes); /* on no node */
   band->rings = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->rings);
   band->next = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->next);
   int rc = slots && band->rings && band->next ? lanepool__spill_init(&band->spill) : ENOMEM;
   if (rc) {
-    if (slots) lanepool__free_on_node(slots, bytes, band->slots_numa_owned);
+    free(slots);
     free(band->next);
     free(band->rings);
     band->rings = NULL;
     return rc;
   }
-  band->slots_bytes = bytes;
   band->shards = shards;
   for (uint32_t i = 0; i < shards; i++) {
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
@@ -42,7 +41,7 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
 void lanepool__bandq_free(lanepool__band *band) {
   if (!band->rings) return;
   lanepool__spill_destroy(&band->spill);
-  lanepool__free_on_node(band->rings[0].slots, band->slots_bytes, band->slots_numa_owned);
+  free(band->rings[0].slots);
   free(band->next);
   free(band->rings);
   band->rings = NULL;
@@ -128,16 +127,6 @@ uint64_t lanepool__bandq_accepted(lanepool__band *band) {
   for (uint32_t i = 0; i < band->shards; i++)
     n += lanepool__ring_tail(&band->rings[i], memory_order_seq_cst);
   return n;
-}
-
-/* The list first, then the rings' tail flags: a thread that sees a ring CLOSED knows
- * that nothing can be added to the list any more. */
-void lanepool__bandq_set_intake(lanepool__band *band, int intake) {
-  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
-  lanepool__spill_set_intake(&band->spill, intake);
-  for (uint32_t i = 0; i < band->shards; i++)
-    lanepool__ring_close(&band->rings[i],
-                         intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED : LANEPOOL__OWN_ONLY);
 }
 
 /* After every thread of the band was joined: each queued job to `discard`. */

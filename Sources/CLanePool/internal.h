@@ -17,8 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define LANEPOOL__CACHE_LINE 64
-#define LANEPOOL__MAX_NODES  1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
+#define LANEPOOL__MAX_NODES 1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
 #include "inject.h"
 #include "ring.h"
@@ -324,8 +323,6 @@ typedef struct lanepool__band {
   /* 1: the band's rescue thread is parked with no timeout; a push that announces work
    * wakes it (park.c, lanepool__band_wake). [atomic: seq_cst] */
   _Atomic uint32_t rescue_idle;
-  uint64_t slots_bytes; /* [once] */
-  bool slots_numa_owned;
 } lanepool__band;
 
 struct lanepool {
@@ -345,7 +342,8 @@ struct lanepool {
   lanepool_log_fn log;
   void *log_arg;
   uint32_t allowed_count;
-  uint32_t spin_cpus; /* the CPUs its lanes may use (placed, else allowed; at most the
+  lanepool_t *registry_next; /* the next live pool (lifecycle.c) [registry_lock] */
+  uint32_t spin_cpus;        /* the CPUs its lanes may use (placed, else allowed; at most the
                          cgroup's quota), for lanepool__cpus_taken; 0: unknown [once] */
   /* [band * lanes_per_band + i], then each band's rescue lane at
    * [LANEPOOL_BAND_COUNT * lanes_per_band + band] (lanepool__lane_total of them) */
@@ -442,17 +440,6 @@ static inline void lanepool__drain_idle(lanepool_t *pool) {
   lanepool__futex_wake(&pool->drain_events, INT32_MAX);
 }
 
-/* The band's lane spinning idle, claimed for this caller alone (see `warm` above), as
- * its index + 1; 0 if none. */
-static inline uint32_t lanepool__take_warm(lanepool_t *pool, int band) {
-  _Atomic uint32_t *warm = &pool->warm[band].value;
-  uint32_t w = atomic_load_explicit(warm, memory_order_relaxed);
-  if (w == 0 || !atomic_compare_exchange_strong_explicit(warm, &w, 0, memory_order_relaxed,
-                                                         memory_order_relaxed))
-    return 0;
-  return w;
-}
-
 /* A spinning thread parks when it was preempted (two polls this far apart: no CPU is
  * idle). */
 #define LANEPOOL__SPIN_PREEMPTED_NS 50000u
@@ -534,7 +521,7 @@ void lanepool__thread_name(const char *pool_name, const char *suffix, char out[1
 
 /* lifecycle.c */
 extern pthread_mutex_t lanepool__registry_lock; /* held across fork() by pool.c */
-int lanepool__registry_add(lanepool_t *pool);
+void lanepool__registry_add(lanepool_t *pool);
 void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
 void lanepool__pool_free(lanepool_t *pool);
 
@@ -668,7 +655,6 @@ static inline void lanepool__call_leave(const void *prev) {
 
 /* fork.c */
 extern _Atomic uint64_t lanepool__fork_generation;
-void lanepool__fork_init(void);
 void lanepool__forked_child_exit(const char *msg);
 static inline bool lanepool__forked(uint64_t generation) {
   return __builtin_expect(
@@ -682,7 +668,6 @@ void lanepool__timers_destroy(lanepool__timers *t);
 void lanepool__timers_set_intake(lanepool_t *pool, int intake);
 void lanepool__timers_stop(lanepool_t *pool, lanepool__timer_entry **cancelled, size_t *count);
 void lanepool__timers_join(lanepool_t *pool);
-uint64_t lanepool__timers_pending_scan(lanepool_t *pool, bool added_side);
 
 /* placement.c */
 /* The calling thread's allowed CPUs, ascending, however many the kernel's mask holds

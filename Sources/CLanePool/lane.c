@@ -188,15 +188,6 @@ uint64_t lanepool__lane_finished(lanepool_lane_t *lane) {
          atomic_load_explicit(&lane->band_done, memory_order_acquire);
 }
 
-/* Sets the intake of the overflow list and of the ring (OWN_ONLY or CLOSED); the ring's
- * flag last (a thread that sees it CLOSED knows nothing can be added). */
-void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake) {
-  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
-  lanepool__spill_set_intake(&lane->spill, intake);
-  lanepool__ring_close(&lane->ring,
-                       intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED : LANEPOOL__OWN_ONLY);
-}
-
 /* ---- queued syncs ------------------------------------------------------------------ */
 
 /* The waiter of a queued sync told: state 1 (ran) or 2 (discarded), its boost left first.
@@ -229,48 +220,43 @@ void lanepool__sync_trampoline(void *arg) {
   pthread_cleanup_pop(1);
 }
 
-/* A queued sync that will not run (cancel): its waiter is answered ECANCELED. */
-void lanepool__sync_discard(void *arg) { sync_answer(arg, 2); }
+/* A queued sync whose waiter's thread ended while it ran the lane's queue (sync.c,
+ * sync_unwound): its record was in that thread's frame, so its cell runs nothing. */
+static void sync_forgotten(void *arg) { (void)arg; }
 
-static inline void cancel_if_sync(lanepool__ring_fn *fn, void *ctx, void *arg) {
-  if (*fn == lanepool__sync_trampoline && !arg) {
-    lanepool__sync_discard(ctx);
-    *fn = NULL;
-  }
+/* A queued cell, if a sync's: with `s` NULL (cancel), its waiter answered ECANCELED and
+ * the cell marked (fn NULL) for the discard pass to skip; else only the cell of `s`,
+ * made to run nothing. true once that cell was found. */
+static bool mark_sync(lanepool__ring_fn *fn, void *ctx, void *arg, const lanepool__sync *s) {
+  if (*fn != lanepool__sync_trampoline || arg || (s && ctx != s)) return false;
+  if (!s) sync_answer(ctx, 2);
+  *fn = s ? sync_forgotten : NULL;
+  return s != NULL;
 }
 
-/* Each cell of the lane's queue, the ring's up to `end` then the list's, to `visit` until
- * it returns true. Nothing else takes from the queue meanwhile (the caller holds the lane,
- * or the pool cancels: below). */
-static void each_cell(lanepool_lane_t *lane, uint64_t end,
-                      bool (*visit)(lanepool__ring_fn *fn, void *ctx, void *arg, const void *data),
-                      const void *data) {
+/* mark_sync on each cell of the lane's queue, the ring's up to `end` then the list's.
+ * Nothing else takes from the queue meanwhile (the caller holds the lane, or the pool
+ * cancels: below). */
+static void mark_syncs(lanepool_lane_t *lane, uint64_t end, const lanepool__sync *s) {
   lanepool__ring *r = &lane->ring;
   for (uint64_t pos = lanepool__ring_head(r); pos < end; pos++) {
     lanepool__slot *slot = lanepool__ring_wait_cell(r, pos);
-    if (visit(&slot->fn, slot->ctx, slot->arg, data)) return;
+    if (mark_sync(&slot->fn, slot->ctx, slot->arg, s)) return;
   }
   lanepool__spill *l = &lane->spill;
   pthread_mutex_lock(&l->lock);
   uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
   for (uint64_t i = 0; i < len; i++) {
     lanepool__task *task = &l->buf[(l->head + i) % l->cap];
-    if (visit(&task->fn, task->ctx, task->arg, data)) break;
+    if (mark_sync(&task->fn, task->ctx, task->arg, s)) break;
   }
   pthread_mutex_unlock(&l->lock);
 }
 
-static bool cancel_cell(lanepool__ring_fn *fn, void *ctx, void *arg, const void *data) {
-  (void)data;
-  cancel_if_sync(fn, ctx, arg);
-  return false;
-}
-
 /* Cancel (lifecycle.c): once the driver has set this ring's CLOSED bit its claims are
- * final; each `sync` still queued is answered now and its cell marked (fn NULL) for the
- * discard pass to skip. (Nothing else takes from the ring meanwhile: every thread of the
- * pool stops starting tasks once it sees CANCELLING, and a sync caller takes the
- * exclusion only while the pool is open.) */
+ * final; each `sync` still queued is answered now. (Nothing else takes from the ring
+ * meanwhile: every thread of the pool stops starting tasks once it sees CANCELLING, and
+ * a sync caller takes the exclusion only while the pool is open.) */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   uint64_t t;
@@ -278,33 +264,23 @@ void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
     LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
     sched_yield(); /* the driver is closing the lanes one by one: a short wait */
   }
-  each_cell(lane, t & ~LANEPOOL__TAIL_FLAGS, cancel_cell, NULL);
+  mark_syncs(lane, t & ~LANEPOOL__TAIL_FLAGS, NULL);
 }
 
-/* A queued sync whose waiter's thread ended while it ran the lane's queue (sync.c,
- * sync_unwound): its record was in that thread's frame, so its cell runs nothing. The
- * caller holds the lane; the cell is older than the tail read here (the waiter pushed it
- * before it helped). */
-static void sync_forgotten(void *arg) { (void)arg; }
-
-static bool forget_cell(lanepool__ring_fn *fn, void *ctx, void *arg, const void *s) {
-  if (*fn != lanepool__sync_trampoline || ctx != s || arg) return false;
-  *fn = sync_forgotten;
-  return true;
-}
-
+/* The caller holds the lane; the cell of `s` is older than the tail read here (its
+ * waiter pushed it before it helped). */
 void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s) {
-  each_cell(lane, lanepool__ring_tail(&lane->ring, memory_order_seq_cst), forget_cell, s);
+  mark_syncs(lane, lanepool__ring_tail(&lane->ring, memory_order_seq_cst), s);
 }
 
-/* One queued task to the discard pass: a sync already answered (fn NULL) is skipped, a
- * queued sync is answered ECANCELED; any other goes to `discard` as the header documents
+/* One queued task to the discard pass: a sync already answered (fn NULL) or forgotten is
+ * skipped, a queued sync is answered ECANCELED; any other goes to `discard` as the header documents
  * (a two-argument task as fn cast to lanepool_fn, ctx pointing at a lanepool_task2_t
  * {a, b} that lives during the call). */
 static void discard_task(lanepool__task *task, lanepool_discard_fn discard, void *arg) {
   lanepool_task2_t pair = {task->ctx, task->arg};
-  cancel_if_sync(&task->fn, task->ctx, task->arg);
-  if (task->fn) discard(task->fn, task->arg ? &pair : task->ctx, arg);
+  (void)mark_sync(&task->fn, task->ctx, task->arg, NULL);
+  if (task->fn && task->fn != sync_forgotten) discard(task->fn, task->arg ? &pair : task->ctx, arg);
 }
 
 void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_discard_fn discard,

@@ -21,54 +21,9 @@
  * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
  * Lower layers never write the state: they ask and report (internal.h's event port).
  *
- * destroy waits, after JOINED, for every call still under way on the pool (calls.c):
- * shutdown callers on their way out of the join wait, a submitter between its publish
- * and the end of its wake, a timer set or cancel after its unlock. No library lock is
- * held while user code runs (tasks, discard callback, log callback), so any of them
- * may call back into the library:
- *  - a lane or the timer thread calling shutdown/destroy on its own pool, or a closure
- *    that one of the pool's lanes waits for through a chain of syncs: EDEADLK;
- *  - a callback run inside a call on the pool (a sync's escalation log line) calling
- *    destroy: EDEADLK;
- *  - the discard callback calling shutdown on its pool: EALREADY at once (the
- *    shutdown it is part of is under way), destroy: EDEADLK.
- *
- * DRAIN. Intake becomes OWN_ONLY (rings, overflow lists, timers): outside submits get
- * ESHUTDOWN, the pool's own lanes (and continuations, LANEPOOL_SUBMIT_CONTINUATION)
- * still get in, so work that tasks fan out while the pool drains is part of the drain.
- * The driver then waits for quiescence: every unit of work accepted (ring claims,
- * overflow appends, timers added) finished (tasks returned, timers fired or
- * cancelled). It reads the "finished" counters first, then, after a seq_cst fence,
- * the "accepted" ones: each counter is monotonic and a unit is accepted before it
- * finishes, so if the two sums are equal there was an instant between the scans with
- * nothing in flight (the finished side can only have been read low, the accepted side
- * only high). A task's own submits are ordered before its finish (release store of
- * `executed`, acquire in the scan), so work it fanned out is seen. At that instant no
- * task runs, so no own-lane submit can follow (a continuation still can: below);
- * then intake CLOSES and every thread is joined. Every change that can complete the
- * balance bumps `drain_events` (after a seq_cst fence that pairs with the one after the
- * driver's state change): a lane that goes idle, the timer thread after each fire (its
- * `done` count moves after the lane accepted the task, and the lane may already have run
- * it and gone idle), a timer cancel. So the driver sleeps between scans and never misses
- * the last change. (The seeded interleaving test found the timer case: a timer thread
- * preempted between its push and its count left the driver asleep with the books balanced.)
- * A continuation (LANEPOOL_SUBMIT_CONTINUATION, from any thread) may still come after
- * the balance, and its task may set a timer: so at the first balance the timers close
- * (a timer set after is refused, ESHUTDOWN), and only a second balance (timers
- * accepted before the close fired or were cancelled) commits the drain, DRAINING ->
- * CLOSING by CAS. A continuation accepted after that is in a ring before its CLOSED
- * bit: its lane runs it before it exits (what it submits after the close is refused).
- *
- * CANCEL. From the CAS (OPEN or DRAINING -> CANCELLING) that makes the pool CANCELLING,
- * no lane starts another task: each checks the state between tasks (acquire). The
- * driver then CLOSES intake everywhere (timers: the pending ones are taken out of the
- * heap; rings: CLOSED bit, after which the tail is final; overflow lists) and wakes
- * parked lanes. Each lane finishes the task it runs, waits for its CLOSED bit, answers
- * every queued `sync` with ECANCELED itself (so a task of another lane waiting on it
- * returns and that lane can exit), and exits. Only then are the timer thread and the
- * lanes joined, and every task still queued (ring cells claimed but unpublished are
- * waited for, never skipped) and every pending timer is handed to the discard callback,
- * on the driver's thread, lane by lane in FIFO order, timers last in deadline order.
+ * Each rule is stated once, in docs/architecture.md, "Life cycle": who drives a
+ * shutdown, when a drain is done and commits, what cancel answers and discards, what
+ * destroy waits for, and the answer to each call back into the library.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -83,24 +38,13 @@
 /* ---- registry of live pools ------------------------------------------------- */
 
 pthread_mutex_t lanepool__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static lanepool_t **registry; /* [registry_lock] */
-static size_t registry_len, registry_cap;
+static lanepool_t *registry; /* [registry_lock] live pools, linked by registry_next */
 
-int lanepool__registry_add(lanepool_t *pool) {
+void lanepool__registry_add(lanepool_t *pool) {
   pthread_mutex_lock(&lanepool__registry_lock);
-  if (registry_len == registry_cap) {
-    size_t ncap = registry_cap ? registry_cap * 2 : 16;
-    lanepool_t **n = realloc(registry, ncap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&lanepool__registry_lock);
-      return ENOMEM;
-    }
-    registry = n;
-    registry_cap = ncap;
-  }
-  registry[registry_len++] = pool;
+  pool->registry_next = registry;
+  registry = pool;
   pthread_mutex_unlock(&lanepool__registry_lock);
-  return 0;
 }
 
 /* ---- shared steps ----------------------------------------------------------- */
@@ -109,9 +53,10 @@ int lanepool__registry_add(lanepool_t *pool) {
  * can be added to its band's queue either. */
 static void lanes_set_intake(lanepool_t *pool, int intake) {
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
-    lanepool__bandq_set_intake(&pool->bands[b], intake);
+    lanepool__queue_set_intake(&pool->bands[b].spill, pool->bands[b].rings, pool->bands[b].shards,
+                               intake);
   for (uint32_t i = 0; i < lanepool__lane_total(pool); i++) {
-    lanepool__lane_set_intake(pool->lanes[i], intake);
+    lanepool__queue_set_intake(&pool->lanes[i]->spill, &pool->lanes[i]->ring, 1, intake);
     lanepool__wake_thread(pool->lanes[i], false); /* to see it: run the rest, or end */
   }
 }
@@ -145,14 +90,18 @@ static uint32_t life(const lanepool_t *pool) {
   return atomic_load_explicit(&((lanepool_t *)pool)->state, memory_order_acquire);
 }
 
+/* The drain's balance: the "finished" counters, a seq_cst fence, the "accepted" ones. A
+ * unit is accepted before it finishes, so equal sums mean an instant between the scans
+ * with nothing in flight (architecture.md, "Drain: when is it done?"). */
 static bool quiescent(lanepool_t *pool) {
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
-  uint64_t finished = lanepool__timers_pending_scan(pool, false);
+  /* Timers: ever done (fired or cancelled), then ever accepted. */
+  uint64_t finished = atomic_load_explicit(&pool->timers.done, memory_order_acquire);
   for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     finished += lanepool__lane_finished(pool->lanes[i]);
   LANEPOOL_INJECT(LANEPOOL__AT_DRAIN_SCAN);
   atomic_thread_fence(memory_order_seq_cst);
-  uint64_t accepted = lanepool__timers_pending_scan(pool, true);
+  uint64_t accepted = atomic_load_explicit(&pool->timers.added, memory_order_acquire);
   for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     accepted += lanepool__lane_accepted(pool->lanes[i]);
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
@@ -301,14 +250,13 @@ int lanepool_destroy(lanepool_t *pool) {
   int rc = 0;
   LANEPOOL_INJECT(LANEPOOL__AT_STATE);
   pthread_mutex_lock(&lanepool__registry_lock);
-  size_t at = registry_len;
-  for (size_t i = 0; i < registry_len && at == registry_len; i++)
-    if (registry[i] == pool) at = i;
+  lanepool_t **at = &registry; /* the live pools' links only are read */
+  while (*at && *at != pool) at = &(*at)->registry_next;
   /* Not listed: never created, destroyed, or being destroyed. A caller that belongs to
    * the pool (its lane, its timer thread, its discard callback) proves the last: its
    * pool is live, and the answer is the documented EDEADLK (a pointer compare only). */
   bool own = lanepool__pool_thread == pool || lanepool__in_callback == pool;
-  if (at == registry_len)
+  if (!*at)
     rc = own || lanepool__chain_holds_pool(pool) ? EDEADLK : EINVAL;
   else if (lanepool__forked(pool->generation))
     rc = EOWNERDEAD;
@@ -317,7 +265,7 @@ int lanepool_destroy(lanepool_t *pool) {
   else if (own || lanepool__calls_inside(pool) || lanepool__chain_holds_pool(pool))
     rc = EDEADLK; /* its own thread, its callback, or a callback of a call on it */
   else
-    registry[at] = registry[--registry_len];
+    *at = pool->registry_next;
   pthread_mutex_unlock(&lanepool__registry_lock);
   if (rc) return rc;
   /* 0, or EALREADY after waiting for a shutdown someone else drove: both end JOINED. */

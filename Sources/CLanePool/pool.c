@@ -47,14 +47,6 @@ static int config_normalize(const lanepool_config_t *cfg, lanepool_config_t *ful
   return 0;
 }
 
-static uint32_t allowed_cpu_count(void) {
-  int *cpus;
-  uint32_t n;
-  if (lanepool__affinity_cpus(&cpus, &n) != 0) return 1;
-  free(cpus);
-  return n > 0 ? n : 1;
-}
-
 static int check_config(const lanepool_config_t *cfg, const char **field) {
   static const char *const policy_fields[LANEPOOL_BAND_COUNT][7] = {
 #define BAND_FIELDS(b)                                                                             \
@@ -214,12 +206,6 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
     rc = ENOMEM;
     goto out;
   }
-  /* Every allowed CPU (the pool keeps the list for its timer thread). A failed
-   * sched_getaffinity leaves none: no pinning of the timer, CORES placement EINVAL. */
-  if (lanepool__affinity_cpus(&pool->allowed_cpus, &pool->allowed_count) == ENOMEM) {
-    rc = ENOMEM;
-    goto out;
-  }
   rc = lanepool__plan(cfg->placement, per_band, cfg->cpus, cfg->cpu_count, cfg->topology,
                       &pool->topology, pool->allowed_cpus, pool->allowed_count, plan);
   /* Each band's queue: a ring per lane, as large as a lane's. */
@@ -288,8 +274,8 @@ static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lanepool_t *) default_pool;
 
 /* fork(): the library's global locks are held across it (why: fork.c), taken in a fixed
- * order, the default pool's first. Registered after fork.c's generation handler, so in a
- * child the generation has moved before these locks are released. */
+ * order, the default pool's first. In a child the generation moves before they are
+ * released. */
 static void locks_prepare(void) {
   LANEPOOL_INJECT(LANEPOOL__AT_FORK);
   pthread_mutex_lock(&default_lock);
@@ -303,6 +289,7 @@ static void locks_parent(void) {
 }
 
 static void locks_child(void) {
+  atomic_fetch_add_explicit(&lanepool__fork_generation, 1, memory_order_relaxed);
   /* The parent's default pool has no threads here: forget it, a fresh one comes on demand
    * (its memory is leaked on purpose: freeing could race nothing, but its lanes' state is
    * the parent's). */
@@ -312,10 +299,7 @@ static void locks_child(void) {
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void fork_install(void) {
-  lanepool__fork_init();
-  pthread_atfork(locks_prepare, locks_parent, locks_child);
-}
+static void fork_install(void) { pthread_atfork(locks_prepare, locks_parent, locks_child); }
 static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install); }
 
 /* The default pool's caller calls log_refusals itself once it holds no lock (the default
@@ -325,9 +309,14 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
-  /* The CPUs the process may use, and within its cgroup's quota (none, or none readable:
-   * 0), which spinning would spend. */
-  uint32_t per_band = cfg->lanes_per_band, allowed = allowed_cpu_count(), quota = 0;
+  /* The CPUs the process may use (the pool keeps the list for its placement and its timer
+   * thread; a failed sched_getaffinity leaves none: no pinning of the timer, CORES placement
+   * EINVAL), and within its cgroup's quota (none, or none readable: 0), which spinning
+   * would spend. */
+  int *cpus;
+  uint32_t ncpus;
+  if (lanepool__affinity_cpus(&cpus, &ncpus) == ENOMEM) return ENOMEM;
+  uint32_t per_band = cfg->lanes_per_band, allowed = ncpus ? ncpus : 1, quota = 0;
   if (lanepool_cpu_quota(&quota) != 0 || quota > allowed) quota = allowed;
   if (per_band == LANEPOOL_LANES_PER_CPU) {
     /* One lane per CPU the process may use (the default pool: within its cgroup's quota). */
@@ -335,13 +324,18 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
     if (per_band > LANEPOOL_MAX_LANES_PER_BAND) per_band = LANEPOOL_MAX_LANES_PER_BAND;
   }
   lanepool_t *pool = pool_alloc(cfg, is_default, per_band, quota, &rc);
-  if (!pool) return rc;
+  if (!pool) {
+    free(cpus);
+    return rc;
+  }
+  pool->allowed_cpus = cpus;
+  pool->allowed_count = ncpus;
   if ((rc = lanes_alloc(pool, cfg))) goto fail_free;
   uint32_t placed = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
   pool->spin_cpus = placed < quota ? placed : quota;
   if ((rc = lanes_start(pool))) goto fail_free;
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
-  if ((rc = lanepool__registry_add(pool))) goto fail_join;
+  lanepool__registry_add(pool);
   if (!is_default) log_refusals(pool);
   *out = pool;
   return 0;
@@ -508,10 +502,13 @@ static lanepool_lane_t *next_lane(lanepool_t *pool, int b) {
     rotation.next[b]++;
   }
   uint32_t n = rotation.next[b];
-  uint32_t w = lanepool__take_warm(pool, b);
-  if (w) {
-    /* A lane spinning idle: it starts the work without a wake. The rotation then goes
-     * on after it, so the next pick is another lane, as round-robin's. */
+  /* A lane spinning idle (`warm`, its index + 1), claimed for this caller alone: it
+   * starts the work without a wake. The rotation then goes on after it, so the next
+   * pick is another lane, as round-robin's. */
+  _Atomic uint32_t *warm = &pool->warm[b].value;
+  uint32_t w = atomic_load_explicit(warm, memory_order_relaxed);
+  if (w && atomic_compare_exchange_strong_explicit(warm, &w, 0, memory_order_relaxed,
+                                                   memory_order_relaxed)) {
     rotation.next[b] = n + (w + lanes - n % lanes) % lanes - 1; /* next: n' = w (mod lanes) */
     return pool->lanes[(uint32_t)b * lanes + w - 1];
   }

@@ -47,9 +47,7 @@
 
 #include "inject.h"
 
-#ifndef LANEPOOL__CACHE_LINE
 #define LANEPOOL__CACHE_LINE 64
-#endif
 
 #define LANEPOOL__CLOSED        (UINT64_C(1) << 63)
 #define LANEPOOL__OWN_ONLY      (UINT64_C(1) << 62)

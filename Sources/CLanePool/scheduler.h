@@ -20,7 +20,9 @@ int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs
  * while `into` is empty, *ring_first set when it is not (its claims are older). */
 bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t shares, bool fifo,
                           lanepool__task *out, bool *ring_first);
-void lanepool__spill_set_intake(lanepool__spill *l, int intake);
+/* A queue's intake (OWN_ONLY or CLOSED, never back): its list's, then its `n` rings' (a
+ * thread that sees its ring CLOSED knows nothing can be added to the list either). */
+void lanepool__queue_set_intake(lanepool__spill *l, lanepool__ring *rings, uint32_t n, int intake);
 static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_order order) {
   return atomic_load_explicit(&((lanepool__spill *)l)->count, order);
 }
@@ -45,7 +47,6 @@ bool lanepool__bandq_nonempty(const lanepool__band *band);
 bool lanepool__bandq_takeable(lanepool__band *band, uint32_t first);
 uint64_t lanepool__bandq_depth(const lanepool__band *band);
 uint64_t lanepool__bandq_accepted(lanepool__band *band);
-void lanepool__bandq_set_intake(lanepool__band *band, int intake);
 void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
                                  void *discard_arg);
 
@@ -55,7 +56,6 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
-void lanepool__lane_set_intake(lanepool_lane_t *lane, int intake);
 /* Pushes a lane-bound task into the lane's ring (or overflow list), nothing more:
  * 0, EAGAIN (hard capacity), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
 int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
@@ -112,17 +112,9 @@ typedef struct lanepool__sync {
 void lanepool__chain_listen(lanepool__sync *s);
 void lanepool__chain_unlisten(lanepool__sync *s);
 void lanepool__sync_trampoline(void *arg);
-void lanepool__sync_discard(void *arg);
 /* The lane's queued cell of sync `s` runs nothing (its waiter's thread ended; the caller
  * holds the lane). */
 void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s);
-/* Runs one task: fn(ctx), or fn(ctx, arg) for a two-argument task. */
-static inline void lanepool__run_task(const lanepool__task *task) {
-  if (task->arg)
-    ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);
-  else
-    task->fn(task->ctx);
-}
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);
 

@@ -88,8 +88,12 @@ bool lanepool__spill_take(lanepool__spill *l, lanepool__ring *into, uint32_t sha
   return len != 0;
 }
 
-void lanepool__spill_set_intake(lanepool__spill *l, int intake) {
+void lanepool__queue_set_intake(lanepool__spill *l, lanepool__ring *rings, uint32_t n, int intake) {
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
   pthread_mutex_lock(&l->lock);
   if (intake > l->intake) l->intake = intake;
   pthread_mutex_unlock(&l->lock);
+  for (uint32_t i = 0; i < n; i++)
+    lanepool__ring_close(&rings[i],
+                         intake == LANEPOOL__INTAKE_CLOSED ? LANEPOOL__CLOSED : LANEPOOL__OWN_ONLY);
 }

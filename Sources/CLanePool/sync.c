@@ -104,7 +104,10 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
       me->applied.timer_slack.requested != -1)
     (void)prctl(PR_SET_TIMERSLACK, (unsigned long)me->applied.timer_slack.got, 0, 0, 0);
   LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
-  lanepool__run_task(task);
+  if (task->arg) /* a two-argument task */
+    ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);
+  else
+    task->fn(task->ctx);
   LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
   /* A child forked in the task must not go on running the pool's queues (the parent does). */
   if (lanepool__forked(me->generation))

@@ -342,9 +342,3 @@ void lanepool__timers_join(lanepool_t *pool) {
   if (started) pthread_join(pool->timers.thread, NULL);
   LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
 }
-
-/* The drain scan's view: timers ever accepted, or ever done (fired or cancelled). */
-uint64_t lanepool__timers_pending_scan(lanepool_t *pool, bool added_side) {
-  return atomic_load_explicit(added_side ? &pool->timers.added : &pool->timers.done,
-                              memory_order_acquire);
-}

@@ -881,8 +881,24 @@ static void ended_task(void *ctx) {
   wq.rc = -2;                                             /* not reached */
 }
 
-static void test_helper_thread_ended(void) {
-  current_test = "helper_thread_ended";
+static _Atomic int discards;
+static void count_discards(lanepool_fn fn, void *ctx, void *arg) {
+  (void)fn;
+  (void)ctx;
+  (void)arg;
+  atomic_fetch_add(&discards, 1);
+}
+
+static void *release_once_shut_down(void *pool) {
+  lanepool_info_t info;
+  POLL_WHILE(lanepool_info(pool, &info) == 0 && !info.shut_down);
+  atomic_store(&wq.release, 1);
+  return NULL;
+}
+
+/* `cancel`: the pool is cancelled while the dead waiter's sync is still queued. */
+static void test_helper_thread_ended(bool cancel) {
+  current_test = cancel ? "helper_thread_ended_then_cancel" : "helper_thread_ended";
   lanepool_t *pool = escalation_pool("esc21");
   memset(&wq, 0, sizeof wq);
   atomic_store(&ended_closure_ran, 0);
@@ -899,6 +915,19 @@ static void test_helper_thread_ended(void) {
   seen_t seen = {99, -1, 0};
   CHECK_RC(lanepool_lane_sync_flags(ui, see_own, &seen, LANEPOOL_SYNC_QUEUED), 0);
   CHECK(seen.tid != 0 && seen.tid != first);
+  if (cancel) {
+    /* Its cell runs nothing and reaches no discard callback (it reached it once, as an
+     * internal function), the only thing queued. */
+    atomic_store(&discards, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, release_once_shut_down, pool);
+    CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, count_discards, NULL), 0);
+    pthread_join(th, NULL);
+    CHECK(atomic_load(&discards) == 0);
+    CHECK(atomic_load(&ended_closure_ran) == 0);
+    CHECK_RC(lanepool_destroy(pool), 0);
+    return;
+  }
   /* The background lane, its thread back: the dead waiter's sync does not run. */
   atomic_store(&wq.release, 1);
   seen_t bgseen = {99, -1, 0};
@@ -1971,7 +2000,8 @@ static void run_suite(void) {
   test_boost_if_busy_own_lane();
   test_escalate_cancelled();
   test_escalate_thread_replaced();
-  test_helper_thread_ended();
+  test_helper_thread_ended(false);
+  test_helper_thread_ended(true);
   test_inline_chain_counts_the_callers_band();
   test_inline_borrower_boosted();
   test_adopting_thread_boosted();
