@@ -244,25 +244,19 @@ static inline void lanepool__cpu_relax(void) {
 
 /* One wait for a cell a producer has claimed and not yet published; `rounds` counts the
  * waits for one cell (0 to start). Most often the producer runs on another CPU, a few
- * stores from done: the waits pause without reading its lines, the first
- * LANEPOOL__BACKOFF_PAUSES times and each next one twice as long (about 0.1 us, then up
- * to 15 us on the machine of docs/benchmarks.md), so a publish a moment away is seen at
- * once and a later one costs the producer a few reads of its line only. A yield at once
- * gave a producer beside the consumer its CPU for a whole slice (W2); polling the cell
- * slowed the producer writing it (W1); one long first wait (128 pauses) cost every
- * hand-off that caught the producer mid-publish (W1's band work, W9's ping-pong). Still
- * unpublished after LANEPOOL__BACKOFF_ROUNDS waits, the producer was likely preempted,
- * maybe on this CPU: yield. */
-#define LANEPOOL__BACKOFF_PAUSES 4u
+ * stores from done: the first LANEPOOL__BACKOFF_ROUNDS waits pause without reading its
+ * lines (about 4 us each on the machine of docs/benchmarks.md), and it publishes that
+ * cell and more behind it. A yield at once gave a producer beside the consumer its CPU
+ * for a whole slice (W2); polling the cell slowed the producer writing it (W1). Still
+ * unpublished after those, the producer was likely preempted, maybe on this CPU: yield. */
+#define LANEPOOL__BACKOFF_PAUSES 128
 #define LANEPOOL__BACKOFF_ROUNDS 8u
 static inline void lanepool__ring_backoff(uint32_t *rounds) {
   LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-  if (*rounds >= LANEPOOL__BACKOFF_ROUNDS) {
+  if (++*rounds > LANEPOOL__BACKOFF_ROUNDS)
     sched_yield();
-    return;
-  }
-  for (uint32_t i = 0; i < LANEPOOL__BACKOFF_PAUSES << *rounds; i++) lanepool__cpu_relax();
-  ++*rounds;
+  else
+    for (int i = 0; i < LANEPOOL__BACKOFF_PAUSES; i++) lanepool__cpu_relax();
 }
 
 /* The cell at `pos` (head <= pos < a tail read earlier), once its producer has
