@@ -171,7 +171,9 @@ static void lane_loop(lanepool_lane_t *me) {
   lanepool__band *band = &pool->bands[me->band];
   uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
   bool fair_turn = false;                 /* its lane gave way to one band job */
-  uint32_t waited = 0;                    /* back-off rounds for an unpublished band job */
+  /* Back-off rounds for an unpublished band job: one wait, then a yield at each look. */
+  const uint32_t first_wait = LANEPOOL__BACKOFF_ROUNDS - 1;
+  uint32_t waited = first_wait;
   /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
    * else to do (it spins holding it): given up before anything else runs and before it
    * parks. A queue that empties between two pushes then costs no CAS and no store on
@@ -217,7 +219,7 @@ static void lane_loop(lanepool_lane_t *me) {
         lanepool__ring_backoff(&waited);
     }
     if (got) {
-      waited = 0;
+      waited = first_wait;
       continue;
     }
     /* Nothing to take. */
@@ -251,7 +253,7 @@ static void lane_loop(lanepool_lane_t *me) {
     if (lanepool__spin_for_work(me, holding)) continue;
     if (holding) lanepool__excl_release(me); /* then park's look finds what came since */
     holding = false;
-    waited = 0;
+    waited = first_wait;
     lanepool__park(me);
   }
   close_exclusion(me);
