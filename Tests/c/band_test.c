@@ -919,11 +919,17 @@ static void test_helper_thread_ended(bool cancel) {
     /* Its cell runs nothing and reaches no discard callback (it reached it once, as an
      * internal function), the only thing queued. */
     atomic_store(&discards, 0);
+    /* The band's rescue thread may have run the cell already (after its 100 ms): then
+     * this proves nothing, and says so. */
+    bool queued = lanepool__lane_has_work(wq.bg);
+    uint64_t done = atomic_load(&wq.bg->bound_done);
     pthread_t th;
     pthread_create(&th, NULL, release_once_shut_down, pool);
     CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, count_discards, NULL), 0);
     pthread_join(th, NULL);
     CHECK(atomic_load(&discards) == 0);
+    if (!queued || atomic_load(&wq.bg->bound_done) != done)
+      printf("skip - %s: the rescue thread ran the forgotten cell first\n", current_test);
     CHECK(atomic_load(&ended_closure_ran) == 0);
     CHECK_RC(lanepool_destroy(pool), 0);
     return;
