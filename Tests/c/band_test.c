@@ -921,8 +921,8 @@ static void test_helper_thread_ended(bool cancel) {
     atomic_store(&discards, 0);
     /* The band's rescue thread may have run the cell already (after its 100 ms): then
      * this proves nothing, and says so. */
+    uint64_t done = atomic_load(&wq.bg->bound_done); /* first: a run after it shows */
     bool queued = lanepool__lane_has_work(wq.bg);
-    uint64_t done = atomic_load(&wq.bg->bound_done);
     pthread_t th;
     pthread_create(&th, NULL, release_once_shut_down, pool);
     CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, count_discards, NULL), 0);

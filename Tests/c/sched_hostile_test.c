@@ -4,7 +4,7 @@
  * It is sched_test.c's harness (books, replay lines, --fork survey) with other operations:
  *  sync-up      lanepool_lane_sync_flags(QUEUED) from a default-band thread onto the
  *               utility lane: the lane is boosted while the sync is queued (band.c), and a
- *               cancel answers it ECANCELED from the lane (sync_discard drops the boost).
+ *               cancel answers it ECANCELED from the lane (sync_answer drops the boost).
  *  exit-sync    the same, but the closure ends the (boosted) lane thread: pthread_exit.
  *  boost        lanepool_lane_boost_begin(utility lane, userInteractive), a task onto that
  *               lane, lanepool_lane_boost_end.
