@@ -390,13 +390,13 @@ inline shutdown(me, mode) {
         assert(esc_discard); /* the escalator's callback is there */
         drive_cancel();
         atomic { assert(state == CANCELLING); SET_STATE(JOINED) }
-     :: !escalated ->
-        lane_intake = I_CLOSED;
-        wake();
+     :: !escalated -> /* lanepool__close_and_join, as drive_cancel's first steps */
         atomic { !tlock -> tlock = true };
         assert(len(heap) == 0); /* lifecycle.c: the balance proves the heap empty */
         timer_intake = I_CLOSED; timer_stop = true;
         tlock = false;
+        lane_intake = I_CLOSED;
+        wake();
         (timer_exited);
         (lane_exited);
         atomic {

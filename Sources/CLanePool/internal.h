@@ -522,7 +522,8 @@ void lanepool__thread_name(const char *pool_name, const char *suffix, char out[1
 /* lifecycle.c */
 extern pthread_mutex_t lanepool__registry_lock; /* held across fork() by pool.c */
 void lanepool__registry_add(lanepool_t *pool);
-void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes);
+size_t lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes,
+                                lanepool__timer_entry **timers);
 void lanepool__pool_free(lanepool_t *pool);
 
 /* band.c: escalation. A waiter of band `band` (sync.c, lanepool__waiter_band) above the

@@ -61,20 +61,25 @@ static void lanes_set_intake(lanepool_t *pool, int intake) {
   }
 }
 
-/* The timer thread, then the first `count` lanes. */
-static void join_threads(lanepool_t *pool, uint32_t count) {
-  lanepool__timers_join(pool);
-  for (uint32_t i = 0; i < count; i++) lanepool__lane_join(pool->lanes[i]);
-}
-
-/* Creation's unwind path: nothing was accepted yet. */
-void lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes) {
-  lanepool__timer_entry *none;
+/* The end of every shutdown, and of creation's unwind path: timers stopped (the pending
+ * ones into *timers, or freed when timers is NULL; their number returned), every queue
+ * CLOSED (its threads woken to see it: to run the rest, or end), then the timer thread
+ * and the first `started_lanes` lanes joined. */
+size_t lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes,
+                                lanepool__timer_entry **timers) {
+  lanepool__timer_entry *left;
   size_t n;
-  lanepool__timers_stop(pool, &none, &n);
-  free(none);
+  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
+  lanepool__timers_stop(pool, &left, &n);
+  if (timers)
+    *timers = left;
+  else
+    free(left);
   lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
-  join_threads(pool, started_lanes);
+  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
+  lanepool__timers_join(pool);
+  for (uint32_t i = 0; i < started_lanes; i++) lanepool__lane_join(pool->lanes[i]);
+  return n;
 }
 
 /* ---- the state word: the only writer ------------------------------------------ */
@@ -152,27 +157,15 @@ static bool drive_drain(lanepool_t *pool) {
   /* Commit: from here a cancel no longer escalates (it waits, EALREADY). If one got in
    * first, its CAS won: go on as a cancel, and what the balance saw is discarded. */
   if (!advance(pool, LANEPOOL__LIFE_DRAINING, LANEPOOL__LIFE_CLOSING)) return false;
-  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
-  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED);
-  lanepool__timer_entry *left;
-  size_t n;
-  lanepool__timers_stop(pool, &left, &n);
-  if (n) abort(); /* none was at the second balance, and none could be added since */
-  free(left);
-  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
-  join_threads(pool, lanepool__lane_total(pool));
+  /* No timer: none was at the second balance, and none could be added since. */
+  if (lanepool__close_and_join(pool, lanepool__lane_total(pool), NULL)) abort();
   return true;
 }
 
 static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *discard_arg) {
   lanepool__timer_entry *timers;
-  size_t timer_count;
-  LANEPOOL_INJECT(LANEPOOL__AT_INTAKE);
-  lanepool__timers_stop(pool, &timers, &timer_count);
-  /* Lanes already start no task; each waits for this CLOSED bit to answer its syncs. */
-  lanes_set_intake(pool, LANEPOOL__INTAKE_CLOSED); /* wakes parked lanes too */
-  LANEPOOL_INJECT(LANEPOOL__AT_JOIN);
-  join_threads(pool, lanepool__lane_total(pool));
+  /* Lanes already start no task; each waits for the CLOSED bit to answer its syncs. */
+  size_t timer_count = lanepool__close_and_join(pool, lanepool__lane_total(pool), &timers);
   LANEPOOL_INJECT(LANEPOOL__AT_CLOSE_DISCARD);
   lanepool_t *outer = lanepool__in_callback;
   lanepool__in_callback = pool;

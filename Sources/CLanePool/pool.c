@@ -238,7 +238,7 @@ static int lanes_start(lanepool_t *pool) {
   for (; created < total; created++)
     if ((rc = lanepool__lane_start(pool->lanes[created]))) break;
   if (rc) {
-    lanepool__close_and_join(pool, created);
+    (void)lanepool__close_and_join(pool, created, NULL);
     return rc;
   }
   uint32_t seen;
@@ -341,7 +341,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   return 0;
 
 fail_join:
-  lanepool__close_and_join(pool, lanepool__lane_total(pool));
+  (void)lanepool__close_and_join(pool, lanepool__lane_total(pool), NULL);
 fail_free:
   lanepool__pool_free(pool);
   return rc;
