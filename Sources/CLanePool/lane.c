@@ -109,44 +109,6 @@ void lanepool__lane_free(lanepool_lane_t *lane) {
 
 /* ---- the queue of lane-bound work ---------------------------------------------- */
 
-/* Ring cells claimed with one CAS per run of free cells, the rest appended to the
- * overflow list in one critical section (once the list holds tasks, FIFO: behind them).
- * Inlined in both callers: with n = 1 it folds to a single push, as fast as one. */
-static inline __attribute__((always_inline)) int enqueue(lanepool_lane_t *lane, lanepool_fn fn,
-                                                         void *const *ctxs, void *const *args,
-                                                         uint64_t n, bool own, uint64_t *accepted) {
-  uint64_t done = 0;
-  int rc = 0;
-  while (done < n) {
-    if (lane->hard_capacity || lanepool__spill_count(&lane->spill, memory_order_acquire) == 0) {
-      uint64_t k = 0;
-      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, args ? args + done : NULL, n - done,
-                                 own ? LANEPOOL__PUSH_OWN : 0, &k);
-      if (rc == 0) {
-        done += k;
-        continue;
-      }
-      if (rc != EAGAIN || lane->hard_capacity) break;
-    }
-    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL, n - done,
-                                own);
-    if (rc == 0) done = n;
-    break;
-  }
-  *accepted = done;
-  return done == n ? 0 : rc;
-}
-
-int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
-                             void *const *args, uint64_t n, bool own, uint64_t *accepted) {
-  return enqueue(lane, fn, ctxs, args, n, own, accepted);
-}
-
-int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own) {
-  uint64_t accepted;
-  return enqueue(lane, fn, &ctx, &arg, 1, own, &accepted);
-}
-
 bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pending) {
   *pending = false;
   if (lanepool__ring_pop(&lane->ring, out)) return true;

@@ -88,32 +88,68 @@ void lanepool__lane_kick(lanepool_lane_t *lane, bool note) {
 
 /* ---- submitting ------------------------------------------------------------------- */
 
-static int lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, unsigned flags) {
-  LANEPOOL__TRACE(PUSH, lane, 0, fn, ctx);
-  int rc = lanepool__lane_enqueue(lane, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN);
-  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
-    /* The pool drains: only its own threads may still add work (the drain's tail). */
-    rc = lanepool__is_own_lane(lane->pool) ? lanepool__lane_enqueue(lane, fn, ctx, arg, true)
-                                           : ESHUTDOWN;
-  if (rc) return rc;
-  /* Held: its holder looks at the queue when it gives the lane up (pair 1). */
-  if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
-    lanepool__lane_kick(lane, !(flags & LANEPOOL__PUSH_WAITS));
-  lanepool_lane_t *cur = lanepool__thread_lane;
-  if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
-  return 0;
+/* Ring cells claimed with one CAS per run of free cells, the rest appended to the lane's
+ * overflow list in one critical section (once the list holds tasks, FIFO: behind them).
+ * Inlined in both pushes: with n = 1 it folds to a single push, as fast as one. */
+static inline __attribute__((always_inline)) int enqueue(lanepool_lane_t *lane, lanepool_fn fn,
+                                                         void *const *ctxs, void *const *args,
+                                                         uint64_t n, bool own, uint64_t *accepted) {
+  uint64_t done = 0;
+  int rc = 0;
+  while (done < n) {
+    if (lane->hard_capacity || lanepool__spill_count(&lane->spill, memory_order_acquire) == 0) {
+      uint64_t k = 0;
+      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                 own ? LANEPOOL__PUSH_OWN : 0, &k);
+      if (rc == 0) {
+        done += k;
+        continue;
+      }
+      if (rc != EAGAIN || lane->hard_capacity) break;
+    }
+    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                own);
+    if (rc == 0) done = n;
+    break;
+  }
+  *accepted = done;
+  return done == n ? 0 : rc;
 }
 
-/* A call under way from before the task is published to after its wake: destroy
- * waits for it (calls.c), since the task may run and its owner destroy the pool
- * before this thread is out. */
-int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
-                        unsigned flags) {
+/* A call under way from before the tasks are published to after the wake: destroy
+ * waits for it (calls.c), since a task may run and its owner destroy the pool before
+ * this thread is out. */
+static inline __attribute__((always_inline)) int lane_push(lanepool_lane_t *lane, lanepool_fn fn,
+                                                           void *const *ctxs, void *const *args,
+                                                           uint64_t n, unsigned flags,
+                                                           uint64_t *accepted) {
+  *accepted = 0;
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   const void *outer = lanepool__call_enter(lane);
-  int rc = lane_push(lane, fn, ctx, arg, flags);
+  for (uint64_t i = 0; i < n; i++) LANEPOOL__TRACE(PUSH, lane, 0, fn, ctxs[i]);
+  /* A draining pool takes work only from its own threads (the drain's tail). */
+  bool own = (flags & LANEPOOL__PUSH_OWN) || lanepool__is_own_lane(lane->pool);
+  int rc = enqueue(lane, fn, ctxs, args, n, own, accepted);
+  if (*accepted) {
+    /* Held: its holder looks at the queue when it gives the lane up (pair 1). */
+    if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
+      lanepool__lane_kick(lane, !(flags & LANEPOOL__PUSH_WAITS));
+    lanepool_lane_t *cur = lanepool__thread_lane;
+    if (cur && cur != lane && cur->pool == lane->pool) cur->handed_off = true;
+  }
   lanepool__call_leave(outer);
   return rc;
+}
+
+int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
+                        unsigned flags) {
+  uint64_t accepted;
+  return lane_push(lane, fn, &ctx, &arg, 1, flags, &accepted);
+}
+
+int lanepool__lane_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                          void *const *args, uint64_t n, uint64_t *accepted) {
+  return lane_push(lane, fn, ctxs, args, n, 0, accepted);
 }
 
 /* Which ring of a band's queue a producer pushes into: a lane's thread its own lane's (it
@@ -144,12 +180,9 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
   uint32_t shard = shard_of_caller(pool, b, &mine);
   /* From its own lane's thread, in a task (not the rescue thread's: it has no ring). */
   bool next = mine && lanepool__thread_lane->index < band->shards;
-  int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, flags & LANEPOOL__PUSH_OWN,
-                                pool->hard_capacity, next);
-  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0))
-    rc = lanepool__is_own_lane(pool)
-             ? lanepool__bandq_push(band, shard, fn, ctx, arg, true, pool->hard_capacity, next)
-             : ESHUTDOWN;
+  /* A draining pool takes work only from its own threads (the drain's tail). */
+  bool own = (flags & LANEPOOL__PUSH_OWN) || lanepool__is_own_lane(pool);
+  int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, own, pool->hard_capacity, next);
   if (rc) return rc;
   lanepool__band_wake(pool, b); /* pair 2 */
   lanepool_lane_t *cur = lanepool__thread_lane;

@@ -31,8 +31,7 @@
  *    is ever abandoned.
  *
  * Tail flags: CLOSED refuses every producer. OWN_ONLY refuses producers that did not
- * say `own` (a draining pool takes work only from its own threads); they get
- * LANEPOOL__RING_OWN_ONLY and decide for themselves.
+ * say `own` (a draining pool takes work only from its own threads).
  */
 #ifndef LANEPOOL_RING_H
 #define LANEPOOL_RING_H
@@ -49,15 +48,14 @@
 
 #define LANEPOOL__CACHE_LINE 64
 
-#define LANEPOOL__CLOSED        (UINT64_C(1) << 63)
-#define LANEPOOL__OWN_ONLY      (UINT64_C(1) << 62)
-#define LANEPOOL__TAIL_FLAGS    (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
-#define LANEPOOL__RING_OWN_ONLY (-1)
+#define LANEPOOL__CLOSED     (UINT64_C(1) << 63)
+#define LANEPOOL__OWN_ONLY   (UINT64_C(1) << 62)
+#define LANEPOOL__TAIL_FLAGS (LANEPOOL__CLOSED | LANEPOOL__OWN_ONLY)
 /* Push flags: OWN, the producer may add while OWN_ONLY is set (`true` converts to it). */
-#define LANEPOOL__PUSH_OWN      1u
-/* lane.c only (the ring ignores it): the pusher waits, blocked, until the task has run
+#define LANEPOOL__PUSH_OWN   1u
+/* park.c only (the ring ignores it): the pusher waits, blocked, until the task has run
  * (a queued sync), so the lane it wakes has no running waker to yield to. */
-#define LANEPOOL__PUSH_WAITS    8u
+#define LANEPOOL__PUSH_WAITS 8u
 
 typedef void (*lanepool__ring_fn)(void *);
 
@@ -122,8 +120,8 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
 /* Claims up to `n` consecutive free cells with one CAS and publishes {fn, ctxs[i],
  * args[i]} (args NULL: every arg NULL) in them, in order. *pushed = how many (a prefix
  * of ctxs); 0 is returned whenever *pushed > 0, and the caller decides what to do with
- * the rest. Otherwise EAGAIN (full: the caller keeps its tasks); ESHUTDOWN (CLOSED);
- * LANEPOOL__RING_OWN_ONLY (OWN_ONLY and not LANEPOOL__PUSH_OWN). Each cell is checked
+ * the rest. Otherwise EAGAIN (full: the caller keeps its tasks); ESHUTDOWN (CLOSED, or
+ * OWN_ONLY and not LANEPOOL__PUSH_OWN). Each cell is checked
  * (with many consumers cells are freed out of order). */
 static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn, void *const *ctxs,
                                         void *const *args, uint64_t n, unsigned flags,
@@ -133,8 +131,7 @@ static inline int lanepool__ring_push_n(lanepool__ring *r, lanepool__ring_fn fn,
   if (n == 0) return 0;
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   for (;;) {
-    if (t & LANEPOOL__CLOSED) return ESHUTDOWN;
-    if ((t & LANEPOOL__OWN_ONLY) && !own) return LANEPOOL__RING_OWN_ONLY;
+    if ((t & LANEPOOL__CLOSED) || ((t & LANEPOOL__OWN_ONLY) && !own)) return ESHUTDOWN;
     uint64_t pos = t & ~LANEPOOL__TAIL_FLAGS;
     int64_t first =
         (int64_t)(atomic_load_explicit(&r->slots[pos & r->mask].seq, memory_order_acquire) - pos);

@@ -12,7 +12,7 @@
 int lanepool__spill_init(lanepool__spill *l);
 void lanepool__spill_destroy(lanepool__spill *l);
 /* Appends {fn, ctxs[i], args[i]} (args NULL: every arg NULL), in order, all or nothing:
- * 0, ENOMEM, ESHUTDOWN, LANEPOOL__RING_OWN_ONLY. */
+ * 0, ENOMEM, ESHUTDOWN. */
 int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs, void *const *args,
                            uint64_t n, bool own);
 /* The oldest task, and 1/`shares` of the rest (at most half a ring) moved with it into
@@ -32,7 +32,7 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
 void lanepool__bandq_free(lanepool__band *band);
 /* Into shard `shard` (any number: taken modulo), else another ring, else the list (when
  * every ring is full); `next`: the pusher is shard's lane's thread, in a task. 0, EAGAIN
- * (hard capacity, that ring full), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
+ * (hard capacity, that ring full), ESHUTDOWN, ENOMEM. */
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
                          bool own, bool hard, bool next);
 /* A job, from shard `first` (modulo) on, then the list (a batch of it moved into ring
@@ -56,12 +56,6 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
                                     const lanepool_config_t *cfg, lanepool_lane_placement_t where,
                                     int *rc);
 void lanepool__lane_free(lanepool_lane_t *lane);
-/* Pushes a lane-bound task into the lane's ring (or overflow list), nothing more:
- * 0, EAGAIN (hard capacity), ESHUTDOWN, ENOMEM, LANEPOOL__RING_OWN_ONLY. */
-int lanepool__lane_enqueue(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg, bool own);
-/* As lanepool__lane_enqueue for a batch: *accepted of them (a prefix). */
-int lanepool__lane_enqueue_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
-                             void *const *args, uint64_t n, bool own, uint64_t *accepted);
 /* The lane's next task, for the holder of its exclusion; *pending set when a producer
  * has claimed a cell it has not published yet. */
 bool lanepool__lane_pop(lanepool_lane_t *lane, lanepool__task *out, bool *pending);
@@ -84,7 +78,10 @@ typedef struct lanepool__held {
 } lanepool__held;
 /* The lanes whose exclusion this thread holds now, innermost first, each node in the
  * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
- * closure, which holds its caller's chain too). [this thread] */
+ * closure, which holds its caller's chain too). [this thread] When a task ends the
+ * thread, the cleanup handlers of an inline sync and of a queued sync's closure put it
+ * back first: the innermost node is then the lane whose queue the thread was running,
+ * which thread_lost (worker.c) and sync_unwound (sync.c) count and give back. */
 extern __thread const lanepool__held *lanepool__held_now;
 /* A queued sync's waiter, listed on a lane of its chain (band.c, "the chain"). */
 typedef struct lanepool__chain_link {
@@ -127,10 +124,6 @@ bool lanepool__excl_take(lanepool_lane_t *lane);
 /* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
  * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);
-/* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
- * thread a task ends counts and gives back (worker.c, thread_lost; a sync's waiter that
- * ran another lane's queue inside it gives that one back first, sync.c, sync_unwound). */
-extern __thread lanepool_lane_t *lanepool__running_lane;
 /* The band this thread waits at (escalation): its own, or that of a lane it holds. */
 int lanepool__waiter_band(void);
 /* This thread runs a band job now (a lane task may run nested in it: sync.c). */
@@ -163,6 +156,9 @@ void lanepool__lane_kick(lanepool_lane_t *lane, bool note);
  * ESHUTDOWN, ENOMEM, EOWNERDEAD. */
 int lanepool__lane_push(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
+/* A batch, in order (args NULL: every arg NULL): *accepted of them (a prefix). */
+int lanepool__lane_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
+                          void *const *args, uint64_t n, uint64_t *accepted);
 int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
 /* Spins up to the thread's budget for work (`holding`: it holds its own lane); true if

@@ -21,9 +21,10 @@ void lanepool__spill_destroy(lanepool__spill *l) {
 int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs, void *const *args,
                            uint64_t n, bool own) {
   pthread_mutex_lock(&l->lock);
-  int refused = l->intake == LANEPOOL__INTAKE_CLOSED             ? ESHUTDOWN
-                : l->intake == LANEPOOL__INTAKE_OWN_ONLY && !own ? LANEPOOL__RING_OWN_ONLY
-                                                                 : 0;
+  int refused =
+      l->intake == LANEPOOL__INTAKE_CLOSED || (l->intake == LANEPOOL__INTAKE_OWN_ONLY && !own)
+          ? ESHUTDOWN
+          : 0;
   uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
   if (!refused && len + n > l->cap) {
     uint64_t ncap = l->cap ? l->cap : 256;

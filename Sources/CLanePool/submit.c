@@ -34,22 +34,8 @@ int lanepool_lane_async2(lanepool_lane_t *lane, lanepool_fn2 fn, void *a, void *
 /* The batch submits: args NULL for one-argument tasks. */
 static int lane_async_many(lanepool_lane_t *lane, lanepool_fn fn, void *const *ctxs,
                            void *const *args, size_t count, size_t *accepted) {
-  if (lanepool__forked(lane->generation)) return EOWNERDEAD;
-  const void *outer = lanepool__call_enter(lane); /* as in lanepool__lane_push */
-  uint64_t done = 0;
-  int rc = lanepool__lane_enqueue_n(lane, fn, ctxs, args, count, false, &done);
-  if (__builtin_expect(rc == LANEPOOL__RING_OWN_ONLY, 0)) {
-    /* The pool drains: only its own lanes may still add work. */
-    uint64_t more = 0;
-    rc = lanepool__is_own_lane(lane->pool)
-             ? lanepool__lane_enqueue_n(lane, fn, ctxs + done, args ? args + done : NULL,
-                                        count - done, true, &more)
-             : ESHUTDOWN;
-    done += more;
-  }
-  if (done && atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
-    lanepool__lane_kick(lane, true);
-  lanepool__call_leave(outer);
+  uint64_t done;
+  int rc = lanepool__lane_push_n(lane, fn, ctxs, args, count, &done);
   if (accepted) *accepted = (size_t)done;
   return rc;
 }

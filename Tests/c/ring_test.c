@@ -138,8 +138,8 @@ static const char *own_only_admits_own_body(lanepool__ring *r) {
             "push before OWN_ONLY failed");
   REQUIRE(lanepool__ring_close(r, LANEPOOL__OWN_ONLY) == 3, "OWN_ONLY close: wrong claim count");
   REQUIRE(!lanepool__ring_closed(r), "OWN_ONLY reads as CLOSED");
-  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(90), NULL, false) == LANEPOOL__RING_OWN_ONLY,
-          "foreign push not refused with LANEPOOL__RING_OWN_ONLY");
+  REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(90), NULL, false) == ESHUTDOWN,
+          "foreign push not refused with ESHUTDOWN under OWN_ONLY");
   REQUIRE(lanepool__ring_tail(r, memory_order_seq_cst) == 3, "refused push moved the tail");
   REQUIRE(lanepool__ring_push(r, task_fn, as_ctx(3), NULL, true) == 0, "own push refused");
   REQUIRE(lanepool__ring_depth(r) == 4, "depth is not 4");
@@ -301,8 +301,7 @@ static const char *push_n_takes_a_prefix_body(lanepool__ring *r) {
           "a full-capacity batch across the wrap was not taken whole");
   for (uint64_t i = 0; i < 8; i++) REQUIRE(pop_is(r, 100 + i), "wrapped batch out of order");
   lanepool__ring_close(r, LANEPOOL__OWN_ONLY);
-  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, false, &pushed) ==
-              LANEPOOL__RING_OWN_ONLY,
+  REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, false, &pushed) == ESHUTDOWN,
           "OWN_ONLY did not refuse a batch from outside");
   REQUIRE(lanepool__ring_push_n(r, task_fn, ctxs, NULL, 2, true, &pushed) == 0 && pushed == 2,
           "OWN_ONLY refused an own batch");
