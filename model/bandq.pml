@@ -196,12 +196,12 @@ inline excl_release(l, r, woke, t) {
 #define RUN_LANE(l, blocked) q[l] = 0
 #endif
 
-/* A lane free with work queued (lanepool__work_for's first look, go_away's look). */
+/* A lane free with work queued (park.c's work_for's first look, go_away's look). */
 #define FREE_WITH_WORK(l) (excl[l] == 0 && q[l] > 0)
 /* orphaned(s): away, free, with work queued. */
 #define ORPHANED(s) (away[s] && excl[s] == 0 && q[s] > 0)
 
-/* lanepool__work_for (a lane thread): its own lane free with work, band work, or an
+/* park.c's work_for (a lane thread): its own lane free with work, band work, or an
  * orphaned sibling: three looks, in this order. */
 inline work_for(me, r) {
   r = FREE_WITH_WORK(me);

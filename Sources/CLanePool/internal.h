@@ -526,7 +526,7 @@ size_t lanepool__close_and_join(lanepool_t *pool, uint32_t started_lanes,
                                 lanepool__timer_entry **timers);
 void lanepool__pool_free(lanepool_t *pool);
 
-/* band.c: escalation. A waiter of band `band` (sync.c, lanepool__waiter_band) above the
+/* band.c: escalation. A waiter of band `band` (sync.c, waiter_band) above the
  * lane's counts itself with lanepool__boost_join before its work is queued, calls
  * lanepool__boost_update once it is, and leaves with lanepool__boost_leave (exactly once
  * per join: whoever swaps `*ticket`, band + 1, to 0). */
@@ -694,7 +694,6 @@ int lanepool__plan(lanepool_placement_t placement, uint32_t lanes, const int *cp
                    uint32_t cpu_count, const lanepool_topology_t *given, lanepool__topology *topo,
                    const int *allowed, uint32_t allowed_count, lanepool_lane_placement_t *out);
 int lanepool__apply_placement(lanepool_lane_t *lane);
-bool lanepool__numa_node_exists(int node);
 void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned);
 void lanepool__free_on_node(void *p, size_t bytes, bool numa_owned);
 int lanepool__node_of_cpu(int cpu);

@@ -5,12 +5,7 @@
  * The state machine (docs/architecture.md, "Life cycle", draws it; model/lifecycle.pml
  * checks it). This file is the only writer of pool->state, and every write is a CAS
  * from the state the writer expects to a larger one (advance()), so the word never
- * moves back and a late writer fails instead of undoing a later state:
- *
- *   OPEN --shutdown(DRAIN)--> DRAINING --balanced twice, CAS--> CLOSING --joined--> JOINED
- *   OPEN --shutdown(CANCEL)-> CANCELLING ------------------------------joined--> JOINED
- *   DRAINING --shutdown(CANCEL), CAS--> CANCELLING   (escalation; fails once CLOSING)
- *   JOINED --destroy, after every call on the pool returned--> DESTROYED, then freed
+ * moves back and a late writer fails instead of undoing a later state.
  *
  * The thread whose CAS leaves OPEN is the driver: it alone closes intake, joins and
  * discards, and its CAS to JOINED ends the shutdown. Every other shutdown caller waits

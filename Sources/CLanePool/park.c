@@ -212,7 +212,8 @@ bool lanepool__band_waits(lanepool_lane_t *me) {
   return lanepool__bandq_nonempty(&me->pool->bands[me->band]) || orphan_waits(me);
 }
 
-bool lanepool__work_for(lanepool_lane_t *lane) {
+/* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
+static bool work_for(lanepool_lane_t *lane) {
   if (lanepool__ring_closed(&lane->ring)) return true; /* time to end */
   if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(lane))
     return true;
@@ -307,7 +308,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
    * woke no one. */
   atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
-  found = found || (holding && lanepool__lane_has_work(lane)) || lanepool__work_for(lane);
+  found = found || (holding && lanepool__lane_has_work(lane)) || work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
   return found;
@@ -350,7 +351,7 @@ static bool park_begin(lanepool_lane_t *lane, _Atomic uint32_t *idle) {
   atomic_store_explicit(&lane->sleeping, LANE_PARKED, memory_order_seq_cst);
   if (idle) atomic_fetch_add_explicit(idle, 1, memory_order_seq_cst);
   LANEPOOL_INJECT(LANEPOOL__AT_PARK);
-  if (lanepool__work_for(lane)) {
+  if (work_for(lane)) {
     uint32_t parked = LANE_PARKED;
     /* Fails if a waker's CAS came first: awake either way. */
     atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,

@@ -125,6 +125,11 @@ bool lanepool__contains(const int *xs, uint32_t n, int x) {
 }
 
 #ifdef LANEPOOL_HAVE_NUMA
+static bool numa_node_exists(int node) {
+  return numa_available() >= 0 && node >= 0 && node <= numa_max_node() &&
+         numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node);
+}
+
 /* Parses a sysfs CPU list ("0-2,5") into a malloc'd array (*out, caller frees);
  * returns how many CPUs, or -1 (a malformed list, no memory). */
 static int parse_cpulist(const char *s, int **out) {
@@ -377,7 +382,7 @@ int lanepool__apply_placement(lanepool_lane_t *lane) {
   int rc = sched_setaffinity(0, size, set) == 0 ? 0 : errno;
   CPU_FREE(set);
 #ifdef LANEPOOL_HAVE_NUMA
-  if (lane->node >= 0 && lanepool__numa_node_exists(lane->node)) numa_set_preferred(lane->node);
+  if (lane->node >= 0 && numa_node_exists(lane->node)) numa_set_preferred(lane->node);
 #endif
   return rc;
 }
@@ -388,21 +393,11 @@ const lanepool__topo_node *lanepool__topology_node(const lanepool__topology *t, 
   return NULL;
 }
 
-bool lanepool__numa_node_exists(int node) {
-#ifdef LANEPOOL_HAVE_NUMA
-  return numa_available() >= 0 && node >= 0 && node <= numa_max_node() &&
-         numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node);
-#else
-  (void)node;
-  return false;
-#endif
-}
-
 /* Memory for a lane's state and ring: on its node when it is a real node. */
 void *lanepool__alloc_on_node(size_t bytes, int node, bool *numa_owned) {
   *numa_owned = false;
 #ifdef LANEPOOL_HAVE_NUMA
-  if (node >= 0 && lanepool__numa_node_exists(node)) {
+  if (node >= 0 && numa_node_exists(node)) {
     void *p = numa_alloc_onnode(bytes, node); /* page aligned, zeroed */
     if (p) {
       *numa_owned = true;

@@ -96,16 +96,11 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
   case LANEPOOL_PLACEMENT_NONE:
   case LANEPOOL_PLACEMENT_CORES:
     break;
-  case LANEPOOL_PLACEMENT_CPU_LIST: {
-    if (!cfg->cpus || cfg->cpu_count == 0) BAD("cpus");
-    int *allowed;
-    uint32_t allowed_count;
-    if (lanepool__affinity_cpus(&allowed, &allowed_count) != 0) BAD("cpus");
-    bool ok = true;
-    for (uint32_t i = 0; ok && i < cfg->cpu_count; i++)
-      ok = cfg->cpus[i] >= 0 && lanepool__contains(allowed, allowed_count, cfg->cpus[i]);
-    free(allowed);
-    if (!ok) BAD("cpus");
+  case LANEPOOL_PLACEMENT_CPU_LIST: { /* each CPU allowed (the planner's rule) */
+    lanepool_lane_placement_t one;
+    if (lanepool_plan_placement(cfg->placement, 1, cfg->cpus, cfg->cpu_count, NULL, NULL, 0, &one,
+                                1))
+      BAD("cpus");
     break;
   }
   case LANEPOOL_PLACEMENT_NUMA:
@@ -163,12 +158,7 @@ static lanepool_t *pool_alloc(const lanepool_config_t *cfg, int is_default, uint
   pool->log_arg = cfg->log_arg;
   if (cfg->unprivileged_nice == LANEPOOL_NICE_SHIFT)
     pool->nice_shift = lanepool__nice_shift(cfg->policy);
-  if (cfg->max_spinning_lanes == 0) {
-    uint32_t half = cpus / 2;
-    pool->max_spinners = half ? half : 1;
-  } else {
-    pool->max_spinners = cfg->max_spinning_lanes;
-  }
+  pool->max_spinners = cfg->max_spinning_lanes ? cfg->max_spinning_lanes : cpus > 1 ? cpus / 2 : 1;
   return pool;
 }
 
@@ -300,12 +290,11 @@ static void locks_child(void) {
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void fork_install(void) { pthread_atfork(locks_prepare, locks_parent, locks_child); }
-static void install_fork_handlers(void) { pthread_once(&fork_once, fork_install); }
 
 /* The default pool's caller calls log_refusals itself once it holds no lock (the default
  * pool is created under default_lock; its log callback may call lanepool_default). */
 static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t **out) {
-  install_fork_handlers();
+  pthread_once(&fork_once, fork_install);
   const char *field;
   int rc = check_config(cfg, &field);
   if (rc) return rc;
@@ -394,15 +383,18 @@ int lanepool_default_configure(const lanepool_config_t *given) {
   return 0;
 }
 
-/* A whole decimal number, digits only; 0 with *out, or EINVAL. */
-static int env_number(const char *s, uint64_t max, uint32_t *out) {
-  if (!s[0]) return EINVAL;
+/* Variable `name` as a whole decimal number, digits only, 1...max, into *out; unset or
+ * empty: no change. 0 or EINVAL. */
+static int env_number(const char *name, uint64_t max, uint32_t *out) {
+  const char *s = getenv(name);
+  if (!s || !s[0]) return 0;
   uint64_t v = 0;
   for (; *s; s++) {
     if (*s < '0' || *s > '9') return EINVAL;
     v = v * 10 + (uint64_t)(*s - '0');
     if (v > max) return EINVAL;
   }
+  if (v == 0) return EINVAL;
   *out = (uint32_t)v;
   return 0;
 }
@@ -417,26 +409,17 @@ static int env_choice(const char *name, const char *word0, const char *word1, in
 
 /* LANEPOOL_DEFAULT_LANES (1...64), LANEPOOL_DEFAULT_PLACEMENT (none|cores),
  * LANEPOOL_DEFAULT_NICE (clamp|shift) and LANEPOOL_DEFAULT_RING (a power of two in the
- * ring range) over cfg. Unset or empty:
- * no change. 0 or EINVAL (cfg untouched for that variable). */
+ * ring range: create checks the rest) over cfg. Unset or empty: no change. 0 or EINVAL
+ * (the caller then drops cfg). */
 static int default_env(lanepool_config_t *cfg) {
-  const char *v;
-  uint32_t n;
-  if ((v = getenv("LANEPOOL_DEFAULT_LANES")) && v[0]) {
-    if (env_number(v, LANEPOOL_MAX_LANES_PER_BAND, &n) || n == 0) return EINVAL;
-    cfg->lanes_per_band = n;
-  }
-  int c;
-  if (env_choice("LANEPOOL_DEFAULT_PLACEMENT", "none", "cores", &c)) return EINVAL;
+  int c, d;
+  if (env_number("LANEPOOL_DEFAULT_LANES", LANEPOOL_MAX_LANES_PER_BAND, &cfg->lanes_per_band) ||
+      env_number("LANEPOOL_DEFAULT_RING", LANEPOOL_MAX_RING_CAPACITY, &cfg->ring_capacity) ||
+      env_choice("LANEPOOL_DEFAULT_PLACEMENT", "none", "cores", &c) ||
+      env_choice("LANEPOOL_DEFAULT_NICE", "clamp", "shift", &d))
+    return EINVAL;
   if (c >= 0) cfg->placement = c ? LANEPOOL_PLACEMENT_CORES : LANEPOOL_PLACEMENT_NONE;
-  if (env_choice("LANEPOOL_DEFAULT_NICE", "clamp", "shift", &c)) return EINVAL;
-  if (c >= 0) cfg->unprivileged_nice = c ? LANEPOOL_NICE_SHIFT : LANEPOOL_NICE_CLAMP;
-  if ((v = getenv("LANEPOOL_DEFAULT_RING")) && v[0]) {
-    if (env_number(v, LANEPOOL_MAX_RING_CAPACITY, &n) || n < LANEPOOL_MIN_RING_CAPACITY ||
-        (n & (n - 1)) != 0)
-      return EINVAL;
-    cfg->ring_capacity = n;
-  }
+  if (d >= 0) cfg->unprivileged_nice = d ? LANEPOOL_NICE_SHIFT : LANEPOOL_NICE_CLAMP;
   return 0;
 }
 

@@ -39,14 +39,9 @@ static int read_small(const char *path, char *buf, size_t cap) {
   return 0;
 }
 
-/* A decimal number, optionally negative when allow_neg; the rest must be end, space or
- * newline. Returns a pointer past it, or NULL. */
-static const char *parse_num(const char *s, int allow_neg, int64_t *out) {
-  int neg = 0;
-  if (allow_neg && *s == '-') {
-    neg = 1;
-    s++;
-  }
+/* A decimal number (none is negative: v1's -1 for "no quota" is refused as garbage
+ * is); the rest must be end, space or newline. Returns a pointer past it, or NULL. */
+static const char *parse_num(const char *s, int64_t *out) {
   if (*s < '0' || *s > '9') return NULL;
   uint64_t v = 0;
   while (*s >= '0' && *s <= '9') {
@@ -55,7 +50,7 @@ static const char *parse_num(const char *s, int allow_neg, int64_t *out) {
     s++;
   }
   if (*s != '\0' && *s != ' ' && *s != '\n' && *s != '\t') return NULL;
-  *out = neg ? -(int64_t)v : (int64_t)v;
+  *out = (int64_t)v;
   return s;
 }
 
@@ -77,11 +72,10 @@ static int read_cpu_max(const char *dir, char *path, uint32_t *cpus) {
   char buf[128];
   if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.max", dir) >= QUOTA_PATH_MAX) return ENOENT;
   if (read_small(path, buf, sizeof buf)) return ENOENT;
-  if (strncmp(buf, "max", 3) == 0) return ENOENT;
   int64_t quota, period;
-  const char *p = parse_num(buf, 0, &quota);
+  const char *p = parse_num(buf, &quota);
   if (!p || *p != ' ') return ENOENT;
-  p = parse_num(p + 1, 0, &period);
+  p = parse_num(p + 1, &period);
   if (!p || quota <= 0 || period <= 0) return ENOENT;
   *cpus = cpus_of(quota, period);
   return 0;
@@ -93,11 +87,10 @@ static int read_cfs(const char *dir, char *path, uint32_t *cpus) {
   int64_t quota, period;
   if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.cfs_quota_us", dir) >= QUOTA_PATH_MAX)
     return ENOENT;
-  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 1, &quota) || quota <= 0) return ENOENT;
+  if (read_small(path, buf, sizeof buf) || !parse_num(buf, &quota) || quota <= 0) return ENOENT;
   if ((size_t)snprintf(path, QUOTA_PATH_MAX, "%s/cpu.cfs_period_us", dir) >= QUOTA_PATH_MAX)
     return ENOENT;
-  if (read_small(path, buf, sizeof buf) || !parse_num(buf, 0, &period) || period <= 0)
-    return ENOENT;
+  if (read_small(path, buf, sizeof buf) || !parse_num(buf, &period) || period <= 0) return ENOENT;
   *cpus = cpus_of(quota, period);
   return 0;
 }

@@ -124,8 +124,6 @@ bool lanepool__excl_take(lanepool_lane_t *lane);
 /* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
  * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);
-/* The band this thread waits at (escalation): its own, or that of a lane it holds. */
-int lanepool__waiter_band(void);
 /* This thread runs a band job now (a lane task may run nested in it: sync.c). */
 extern __thread bool lanepool__band_job_running;
 /* Runs one task on the thread of lane `me` and counts it: the thread's started and
@@ -169,8 +167,6 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding);
 bool lanepool__cpus_taken(const lanepool_t *pool);
 void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);
-/* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
-bool lanepool__work_for(lanepool_lane_t *lane);
 /* Work waits for any thread of the band but `me`'s own lane: band jobs, or a lane (the
  * rescue lane too) whose thread is away with work queued (seq_cst loads). */
 bool lanepool__band_waits(lanepool_lane_t *me);

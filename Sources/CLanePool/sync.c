@@ -189,7 +189,7 @@ int lanepool_lane_held_here(const lanepool_lane_t *lane, int *held) {
  * entered a band: that one; any other: default), and the band each lane it holds runs
  * at now (its own, or a waiter's): the lanes of its chain of syncs, a closure's lane
  * included, and through a queued sync's record the lanes its caller holds. */
-int lanepool__waiter_band(void) {
+static int waiter_band(void) {
   lanepool_lane_t *home = lanepool__thread_lane;
   uint32_t b = home ? home->band : lanepool__thread_band ? (uint32_t)lanepool__thread_band - 1 : 2;
   for (const lanepool__held *h = lanepool__held_now; h; h = h->up) {
@@ -204,7 +204,7 @@ int lanepool__waiter_band(void) {
 
 int lanepool_thread_qos(lanepool_qos_t *out) {
   if (!out) return EINVAL;
-  *out = lanepool__qos_of_band[lanepool__waiter_band()];
+  *out = lanepool__qos_of_band[waiter_band()];
   return 0;
 }
 
@@ -298,7 +298,7 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bo
   lanepool_lane_t *me = lanepool__thread_lane;
   if (!me || me->pool != lane->pool) return 0;
   if ((me->band != lane->band || lanepool__held_now) &&
-      !(escalates && lanepool__waiter_band() <= (int)lane->band))
+      !(escalates && waiter_band() <= (int)lane->band))
     return 0;
   atomic_fetch_add_explicit(&lane->helpers, 1, memory_order_seq_cst);
   *helping = true;
@@ -357,7 +357,7 @@ static void sync_unwound(void *arg) {
  * with, the new count first; if the lane's answer took the old ticket, the new count
  * goes too. */
 static void rewalk(lanepool__sync *s) {
-  int band = lanepool__waiter_band();
+  int band = waiter_band();
   uint32_t old = atomic_load_explicit(&s->boost, memory_order_relaxed);
   if (old == (uint32_t)band + 1) return;
   _Atomic uint32_t fresh = 0;
@@ -381,7 +381,7 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
    * lanes it holds first: a change of their band after the band is read here is told. */
   bool escalates = !(flags & LANEPOOL_SYNC_NO_ESCALATION) && lanepool__escalation_on();
   if (escalates) lanepool__chain_listen(&s);
-  if (escalates && lanepool__boost_join(lane, lanepool__waiter_band(), &s.boost))
+  if (escalates && lanepool__boost_join(lane, waiter_band(), &s.boost))
     lanepool__boost_update(lane);
   int rc = lanepool__lane_push(lane, lanepool__sync_trampoline, &s, NULL, LANEPOOL__PUSH_WAITS);
   uint32_t st = rc ? 2 : 0;
