@@ -78,10 +78,8 @@ typedef struct lanepool__held {
 } lanepool__held;
 /* The lanes whose exclusion this thread holds now, innermost first, each node in the
  * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
- * closure, which holds its caller's chain too). [this thread] When a task ends the
- * thread, the cleanup handlers of an inline sync and of a queued sync's closure put it
- * back first: the innermost node is then the lane whose queue the thread was running,
- * which thread_lost (worker.c) and sync_unwound (sync.c) count and give back. */
+ * closure, which holds its caller's chain too). [this thread] Never read by a cleanup
+ * handler: the nodes of the frames a thread's end unwinds are gone by then. */
 extern __thread const lanepool__held *lanepool__held_now;
 /* A queued sync's waiter, listed on a lane of its chain (band.c, "the chain"). */
 typedef struct lanepool__chain_link {
@@ -124,6 +122,12 @@ bool lanepool__excl_take(lanepool_lane_t *lane);
 /* Gives it up; if work is queued then, makes sure a thread comes for it. On a cancel,
  * answers the lane's queued syncs first. */
 void lanepool__excl_release(lanepool_lane_t *lane);
+/* The lane whose queue this thread runs now (its exclusion held), or NULL: what a
+ * thread a task ends counts and gives back (worker.c, thread_lost; a sync's waiter that
+ * ran another lane's queue inside it gives that one back first, sync.c, sync_unwound).
+ * Not held_now's innermost lane: that node lives in run_lane's frame, which a thread's
+ * end has unwound before these cleanup handlers run (ASan: stack-use-after-return). */
+extern __thread lanepool_lane_t *lanepool__running_lane;
 /* This thread runs a band job now (a lane task may run nested in it: sync.c). */
 extern __thread bool lanepool__band_job_running;
 /* Runs one task on the thread of lane `me` and counts it: the thread's started and

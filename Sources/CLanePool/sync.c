@@ -84,6 +84,7 @@ void lanepool__excl_release(lanepool_lane_t *lane) {
 
 /* ---- running a lane's queue ------------------------------------------------------ */
 
+__thread lanepool_lane_t *lanepool__running_lane;
 __thread bool lanepool__band_job_running;
 
 void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lanepool__task *task,
@@ -128,9 +129,10 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
   /* Inside a task of its own (a sync's waiter): that task still runs after these. */
   bool in_task = atomic_load_explicit(&me->started_tasks, memory_order_relaxed) !=
                  atomic_load_explicit(&me->executed, memory_order_relaxed);
-  lanepool_lane_t *saved_current = lanepool__current;
+  lanepool_lane_t *saved_current = lanepool__current, *saved_running = lanepool__running_lane;
   lanepool__held_now = &held;
   lanepool__current = lane;
+  lanepool__running_lane = lane;
   uint32_t ran = 0, waited = 0; /* waited: back-off rounds for an unpublished head */
   for (;;) {
     if (lanepool__life_cancelling(me->pool)) break;
@@ -152,6 +154,7 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
     }
     lanepool__ring_backoff(&waited); /* a producer claimed the head cell: it publishes */
   }
+  lanepool__running_lane = saved_running;
   lanepool__current = saved_current;
   lanepool__held_now = outer;
   if (in_task) /* before the release: a thread it wakes sees that task still running */
@@ -325,7 +328,7 @@ static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bo
 typedef struct {
   lanepool__sync *s;
   bool escalates, helping;
-  lanepool_lane_t *current; /* the thread's, before it helped */
+  lanepool_lane_t *current, *running; /* the thread's, before it helped */
 } waiter_frame;
 
 /* The wait's way out, returned from or unwound. Unwound: the waiter's thread ended in a
@@ -340,10 +343,11 @@ static void sync_unwound(void *arg) {
   waiter_frame *f = arg;
   lanepool__sync *s = f->s;
   lanepool_lane_t *lane = s->lane;
-  if (lanepool__held_now && lanepool__held_now->lane == lane) { /* it ran the queue */
+  if (lanepool__running_lane == lane) {
     if (atomic_load_explicit(&s->state, memory_order_acquire) == 0)
       lanepool__lane_forget_sync(lane, s);
     lanepool__add_owned(&lane->bound_done, 1, memory_order_release);
+    lanepool__running_lane = f->running;
     lanepool__current = f->current;
     lanepool__held_now = s->chain;
     lanepool__excl_release(lane);
@@ -388,7 +392,7 @@ static int sync_queued(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigne
   if (rc) LANEPOOL__TEST_POINT("sync_refused", lane, rc);
   /* LANEPOOL_SYNC_QUEUED asks for the lane's own thread: only that thread helps then. */
   bool may_help = !(flags & LANEPOOL_SYNC_QUEUED) || lanepool__thread_lane == lane;
-  waiter_frame f = {&s, escalates, false, lanepool__current};
+  waiter_frame f = {&s, escalates, false, lanepool__current, lanepool__running_lane};
   pthread_cleanup_push(sync_unwound, &f);
   while (st != 1 && st != 2) {
     uint32_t told = LANEPOOL__SYNC_REWALK;

@@ -268,7 +268,8 @@ static void thread_lost(void *arg) {
   lanepool_lane_t *lane = arg;
   /* The task that ended the thread ran, once: counted as run_counted would have, and
    * the lane whose queue it came from given up (its next task waits for a thread). */
-  lanepool_lane_t *held = lanepool__held_now ? (lanepool_lane_t *)lanepool__held_now->lane : NULL;
+  lanepool_lane_t *held = lanepool__running_lane;
+  lanepool__running_lane = NULL;
   lanepool__held_now = NULL;
   if (held) lanepool__add_owned(&held->bound_done, 1, memory_order_release);
   if (lanepool__band_job_running) /* the band job, or the one a lane task nested in */
