@@ -78,9 +78,8 @@ typedef struct lanepool__held {
 } lanepool__held;
 /* The lanes whose exclusion this thread holds now, innermost first, each node in the
  * frame of the code that holds it (worker.c's drain, an inline sync, a queued sync's
- * closure, which holds its caller's chain too). [this thread] Never followed by a
- * cleanup handler (compared with NULL at most): the nodes of the frames a thread's end
- * unwinds are gone by then. */
+ * closure, which holds its caller's chain too). [this thread] (Why a cleanup handler
+ * reads lanepool__running_lane instead: below.) */
 extern __thread const lanepool__held *lanepool__held_now;
 /* A queued sync's waiter, listed on a lane of its chain (band.c, "the chain"). */
 typedef struct lanepool__chain_link {
