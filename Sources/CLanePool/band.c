@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,6 +35,11 @@ static bool may_lower_to(int nice) {
 }
 
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
+
+/* The first error of several steps. */
+static void keep(int *first, int e) {
+  if (e && !*first) *first = e;
+}
 
 static int record(lanepool_applied_t *a, int64_t requested, int64_t got, int error) {
   a->requested = requested;
@@ -73,7 +77,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   t.saved_rt_priority = sp.sched_priority;
   t.saved_nice = lanepool__get_nice(0);
   t.saved_ioprio = lanepool__get_ioprio(tid);
-  t.saved_timer_slack = (uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  t.saved_timer_slack = lanepool__get_slack();
   lanepool__sched_attr attr;
   t.saved_slice = lanepool__get_attr(0, &attr) == 0 ? attr.sched_runtime : 0;
   t.saved_band = lanepool__thread_band;
@@ -124,9 +128,9 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (p.timer_slack_ns == 0) {
     record(&t.timer_slack, -1, (int64_t)t.saved_timer_slack, 0);
   } else {
-    err = prctl(PR_SET_TIMERSLACK, (unsigned long)p.timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
-    refused |= record(&t.timer_slack, (int64_t)p.timer_slack_ns,
-                      prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), err);
+    err = lanepool__set_slack(p.timer_slack_ns);
+    refused |=
+        record(&t.timer_slack, (int64_t)p.timer_slack_ns, (int64_t)lanepool__get_slack(), err);
   }
 
   /* 5. Slice, after nice (sched_setattr carries the policy and nice it reads). */
@@ -156,36 +160,27 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
    * its thread-locals, and another tid). */
   if (token->tid != own_tid() && token->tid != entered_as) return EINVAL;
   int saved_errno = errno;
-  int first = 0;
-#define KEEP(e)                                                                                    \
-  do {                                                                                             \
-    int e_ = (e);                                                                                  \
-    if (e_ && !first) first = e_;                                                                  \
-  } while (0)
+  int first = 0; /* the first error */
   /* The order of entering: policy (which resets a custom slice), nice, I/O priority,
    * timer slack, slice. Only what entering asked for is put back. */
   int policy = sched_getscheduler(0);
   struct sched_param sp = {0};
   (void)sched_getparam(0, &sp);
   if (policy != token->saved_sched || sp.sched_priority != token->saved_rt_priority)
-    KEEP(lanepool__set_sched(0, token->saved_sched, token->saved_rt_priority));
-  if (lanepool__get_nice(0) != token->saved_nice) KEEP(lanepool__set_nice(0, token->saved_nice));
+    keep(&first, lanepool__set_sched(0, token->saved_sched, token->saved_rt_priority));
+  if (lanepool__get_nice(0) != token->saved_nice)
+    keep(&first, lanepool__set_nice(0, token->saved_nice));
   if (token->ioprio.requested != -1 && lanepool__get_ioprio(0) != token->saved_ioprio)
-    KEEP(lanepool__set_ioprio(0, token->saved_ioprio));
-  if ((uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) != token->saved_timer_slack)
-    KEEP(prctl(PR_SET_TIMERSLACK, (unsigned long)token->saved_timer_slack, 0, 0, 0) == 0 ? 0
-                                                                                         : errno);
+    keep(&first, lanepool__set_ioprio(0, token->saved_ioprio));
+  if (lanepool__get_slack() != token->saved_timer_slack)
+    keep(&first, lanepool__set_slack(token->saved_timer_slack));
   if (token->slice.requested != -1 && token->saved_slice != 0) {
     lanepool__sched_attr attr;
     int e = lanepool__get_attr(0, &attr);
-    if (!e && attr.sched_runtime != token->saved_slice) {
-      attr.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
-      attr.sched_runtime = token->saved_slice;
-      e = lanepool__set_attr(0, &attr);
-    }
-    KEEP(e);
+    if (!e && attr.sched_runtime != token->saved_slice)
+      e = lanepool__set_slice(0, token->saved_slice);
+    keep(&first, e);
   }
-#undef KEEP
   lanepool__thread_band = token->saved_band;
   errno = saved_errno;
   return first;
@@ -505,12 +500,12 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
   }
   if (is_rt((int)p->sched) && !c->rt) c->saved_slack = slack_of(tid); /* before it is zeroed */
   LANEPOOL__TEST_POINT("carrier_raise", lane, tid);
-  lanepool__sched_attr attr = {
-      .sched_policy = p->sched,
-      .sched_flags = c->saved.sched_flags & LANEPOOL__SCHED_FLAG_RESET_ON_FORK,
-      .sched_nice = p->nice,
-      .sched_priority = is_rt((int)p->sched) ? (uint32_t)p->rt_priority : 0,
-      .sched_runtime = is_rt((int)p->sched) ? 0 : p->slice_ns};
+  lanepool__sched_attr attr = {.sched_policy = p->sched,
+                               .sched_flags = c->saved.sched_flags,
+                               .sched_nice = p->nice,
+                               .sched_priority =
+                                   is_rt((int)p->sched) ? (uint32_t)p->rt_priority : 0,
+                               .sched_runtime = is_rt((int)p->sched) ? 0 : p->slice_ns};
   if (lanepool__set_attr((pid_t)tid, &attr) == 0) {
     c->rt = c->rt || is_rt((int)p->sched);
   } else { /* as boost_apply, without privilege: */
@@ -604,7 +599,7 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     uint64_t slack = c.home->applied.timer_slack.requested != -1
                          ? (uint64_t)c.home->applied.timer_slack.got
                          : c.saved_slack;
-    if (c.rt && slack) (void)prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+    if (c.rt && slack) (void)lanepool__set_slack(slack);
   } else if (c.band) {
     bool had = owed->band != 0;
     if (!had || strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
@@ -618,7 +613,6 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     owed->band = 1;
   }
   if (owed->band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
-    owed->saved.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
     /* The kernel's default slice first (sched_getattr shows a slice either way): a
      * slice written back would be a custom one, no longer following the default. */
     uint64_t slice = owed->saved.sched_runtime;
@@ -630,8 +624,7 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
       (void)lanepool__set_attr(0, &owed->saved);
     }
     if (owed->saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed->saved_ioprio);
-    if (owed->rt && owed->saved_slack)
-      (void)prctl(PR_SET_TIMERSLACK, (unsigned long)owed->saved_slack, 0, 0, 0);
+    if (owed->rt && owed->saved_slack) (void)lanepool__set_slack(owed->saved_slack);
     memset(owed, 0, sizeof *owed);
   }
 }

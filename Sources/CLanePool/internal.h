@@ -30,7 +30,12 @@ typedef lanepool__ring_task lanepool__task;
 /* What a lane asked the kernel for and got: written by the lane thread before it
  * signals `started`, read-only after (the creator's acquire of `started` pairs). */
 typedef struct lanepool__applied {
-  lanepool_applied_t sched, nice, ioprio, timer_slack, slice;
+  union { /* named, or in that order (describe_refusals) */
+    struct {
+      lanepool_applied_t sched, nice, ioprio, timer_slack, slice;
+    };
+    lanepool_applied_t setting[5];
+  };
   int placement_error;
 } lanepool__applied;
 
@@ -596,7 +601,9 @@ int lanepool__set_ioprio(pid_t tid, int value);
 int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr);
 int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr); /* sets attr->size */
 int lanepool__set_slice(pid_t tid, uint64_t slice_ns);         /* keeps the policy and nice */
-const char *lanepool__sched_name(int64_t policy);              /* "SCHED_BATCH", ... */
+int lanepool__set_slack(uint64_t ns); /* the calling thread's timer slack (prctl) */
+uint64_t lanepool__get_slack(void);
+const char *lanepool__sched_name(int64_t policy); /* "SCHED_BATCH", ... */
 int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len);
 
 /* calls.c: the calls under way, per thread (see calls.c). A public entry point calls
@@ -654,7 +661,7 @@ static inline void lanepool__call_leave(const void *prev) {
   atomic_store_explicit(&lanepool__self->inside, prev, memory_order_release);
 }
 
-/* fork.c */
+/* thread.c: fork */
 extern _Atomic uint64_t lanepool__fork_generation;
 void lanepool__forked_child_exit(const char *msg);
 static inline bool lanepool__forked(uint64_t generation) {

@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <linux/capability.h>
 #include <sched.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -62,43 +61,28 @@ void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT])
 /* 0 or EINVAL with *member naming the bad field ("sched", "nice"...). */
 int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
                               const char **member) {
-#define BAD(m)                                                                                     \
-  do {                                                                                             \
-    *member = (m);                                                                                 \
-    return EINVAL;                                                                                 \
-  } while (0)
-  switch (p->sched) {
-  case LANEPOOL_SCHED_OTHER:
-  case LANEPOOL_SCHED_BATCH:
-  case LANEPOOL_SCHED_IDLE:
-    if (p->rt_priority != 0) BAD("rt_priority");
-    break;
-  case LANEPOOL_SCHED_FIFO:
-  case LANEPOOL_SCHED_RR:
-    if (!allow_realtime) BAD("sched");
-    if (p->rt_priority < 1 || p->rt_priority > 99) BAD("rt_priority");
-    break;
-  default:
-    BAD("sched");
-  }
-  if (p->nice < -20 || p->nice > 19) BAD("nice");
-  switch (p->ioprio_class) {
-  case LANEPOOL_IOPRIO_NONE:
-  case LANEPOOL_IOPRIO_RT:
-  case LANEPOOL_IOPRIO_BE:
-  case LANEPOOL_IOPRIO_IDLE:
-    break;
-  default:
-    BAD("ioprio_class");
-  }
-  if (p->ioprio_level < 0 || p->ioprio_level > 7) BAD("ioprio_level");
-  if (p->slice_ns != 0 && (p->slice_ns < 100000 || p->slice_ns > 100000000)) BAD("slice_ns");
-  if (p->slice_ns != 0 && (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR))
-    BAD("slice_ns");
+  lanepool_sched_t s = p->sched;
+  bool rt = s == LANEPOOL_SCHED_FIFO || s == LANEPOOL_SCHED_RR;
+  bool known =
+      rt || s == LANEPOOL_SCHED_OTHER || s == LANEPOOL_SCHED_BATCH || s == LANEPOOL_SCHED_IDLE;
+  const char *m = NULL;
+  if (!known || (rt && !allow_realtime))
+    m = "sched";
+  else if (rt ? p->rt_priority < 1 || p->rt_priority > 99 : p->rt_priority != 0)
+    m = "rt_priority";
+  else if (p->nice < -20 || p->nice > 19)
+    m = "nice";
+  else if ((int)p->ioprio_class < LANEPOOL_IOPRIO_NONE || p->ioprio_class > LANEPOOL_IOPRIO_IDLE)
+    m = "ioprio_class";
+  else if (p->ioprio_level < 0 || p->ioprio_level > 7)
+    m = "ioprio_level";
+  else if (p->slice_ns != 0 && (rt || p->slice_ns < 100000 || p->slice_ns > 100000000))
+    m = "slice_ns";
   /* The kernel takes any slack up to ULONG_MAX, and then a 1 ms sleep never returns. */
-  if (p->timer_slack_ns > LANEPOOL_MAX_TIMER_SLACK_NS) BAD("timer_slack_ns");
-#undef BAD
-  return 0;
+  else if (p->timer_slack_ns > LANEPOOL_MAX_TIMER_SLACK_NS)
+    m = "timer_slack_ns";
+  if (m) *member = m;
+  return m ? EINVAL : 0;
 }
 
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
@@ -132,6 +116,8 @@ int lanepool__get_attr(pid_t tid, lanepool__sched_attr *attr) {
 int lanepool__set_attr(pid_t tid, lanepool__sched_attr *attr) {
   LANEPOOL__TEST_POINT("sched_syscall", NULL, tid);
   attr->size = sizeof *attr;
+  /* Of the flags only RESET_ON_FORK, which an unprivileged thread may not clear. */
+  attr->sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK;
   return syscall(SYS_sched_setattr, tid, attr, 0) == 0 ? 0 : errno;
 }
 
@@ -139,10 +125,15 @@ int lanepool__set_slice(pid_t tid, uint64_t slice_ns) {
   lanepool__sched_attr attr;
   int rc = lanepool__get_attr(tid, &attr);
   if (rc) return rc;
-  attr.sched_flags &= LANEPOOL__SCHED_FLAG_RESET_ON_FORK; /* kept: unprivileged, a must */
   attr.sched_runtime = slice_ns;
   return lanepool__set_attr(tid, &attr);
 }
+
+int lanepool__set_slack(uint64_t ns) {
+  return prctl(PR_SET_TIMERSLACK, (unsigned long)ns, 0, 0, 0) == 0 ? 0 : errno;
+}
+
+uint64_t lanepool__get_slack(void) { return (uint64_t)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); }
 
 int lanepool__get_ioprio(pid_t tid) {
   return (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, tid);
@@ -247,10 +238,9 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->timer_slack = (lanepool_applied_t){.requested = -1};
   if (p->timer_slack_ns != 0) {
     a->timer_slack.requested = (int64_t)p->timer_slack_ns;
-    a->timer_slack.error =
-        prctl(PR_SET_TIMERSLACK, (unsigned long)p->timer_slack_ns, 0, 0, 0) == 0 ? 0 : errno;
+    a->timer_slack.error = lanepool__set_slack(p->timer_slack_ns);
   }
-  a->timer_slack.got = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  a->timer_slack.got = (int64_t)lanepool__get_slack();
 
   /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). Not asked for:
    * the kernel's default (runtime 0), not what the creating thread had (a thread that
@@ -291,23 +281,13 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
          "the fallback (docs/priorities.md):",
          pool->name);
   /* Setting 0 (the scheduler) is printed by policy name, the others as numbers. */
-  static const struct {
-    const char *label;
-    size_t offset;
-  } settings[] = {
-      {"", offsetof(lanepool__applied, sched)},
-      {"nice", offsetof(lanepool__applied, nice)},
-      {"ioprio", offsetof(lanepool__applied, ioprio)},
-      {"timer slack", offsetof(lanepool__applied, timer_slack)},
-      {"slice", offsetof(lanepool__applied, slice)},
-  };
+  static const char *const label[] = {"", "nice", "ioprio", "timer slack", "slice"};
   for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++) {
     const char *band = lanepool__band_short_names[b];
-    for (size_t k = 0; k < sizeof settings / sizeof settings[0]; k++) {
+    for (size_t k = 0; k < 5; k++) {
       const lanepool_applied_t *seen = NULL;
       for (uint32_t i = 0; i < pool->lanes_per_band && !seen; i++) {
-        const char *applied = (const char *)&lanepool__band_lane(pool, b, i)->applied;
-        const lanepool_applied_t *a = (const lanepool_applied_t *)(applied + settings[k].offset);
+        const lanepool_applied_t *a = &lanepool__band_lane(pool, b, i)->applied.setting[k];
         if (a->error) seen = a;
       }
       if (!seen) continue;
@@ -316,7 +296,7 @@ int lanepool__describe_refusals(lanepool_t *pool, char *buf, size_t len) {
         APPEND(" %s %s -> %s (%s);", band, lanepool__sched_name(seen->requested),
                lanepool__sched_name(seen->got), strerror(seen->error));
       else
-        APPEND(" %s %s %lld -> %lld (%s);", band, settings[k].label, (long long)seen->requested,
+        APPEND(" %s %s %lld -> %lld (%s);", band, label[k], (long long)seen->requested,
                (long long)seen->got, strerror(seen->error));
     }
   }

@@ -263,9 +263,10 @@ static void log_refusals(lanepool_t *pool) {
 static pthread_mutex_t default_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(lanepool_t *) default_pool;
 
-/* fork(): the library's global locks are held across it (why: fork.c), taken in a fixed
- * order, the default pool's first. In a child the generation moves before they are
- * released. */
+/* fork(): the library's global locks (the registry's, the default pool's) are held across
+ * it, taken in a fixed order, the default pool's first, so a child never inherits one
+ * held by a thread it does not have. In a child the generation (thread.c) moves before
+ * they are released. */
 static void locks_prepare(void) {
   LANEPOOL_INJECT(LANEPOOL__AT_FORK);
   pthread_mutex_lock(&default_lock);

@@ -23,7 +23,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,7 +101,7 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
       atomic_compare_exchange_strong_explicit(&me->reslack, &due, 0, memory_order_relaxed,
                                               memory_order_relaxed) &&
       me->applied.timer_slack.requested != -1)
-    (void)prctl(PR_SET_TIMERSLACK, (unsigned long)me->applied.timer_slack.got, 0, 0, 0);
+    (void)lanepool__set_slack((uint64_t)me->applied.timer_slack.got);
   LANEPOOL__TRACE(RUN, lane ? lane : me, source, task->fn, task->ctx);
   if (task->arg) /* a two-argument task */
     ((lanepool_fn2)(void (*)(void))task->fn)(task->ctx, task->arg);

@@ -6,6 +6,11 @@
  * application's own threads and never a library thread in the middle of a task or a
  * callback; the synchronous ones (a fault raised by the code the thread runs) stay
  * unblocked, so the application's crash handler sees them.
+ *
+ * Fork: a child has none of its parent's threads. pool.c's child handler bumps
+ * lanepool__fork_generation, which every pool and lane compares with the one it was born
+ * in (one relaxed load on the submit path): a pre-fork pool then answers EOWNERDEAD, and
+ * touches none of its locks, which a thread that does not exist there may have held.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,6 +24,16 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+_Atomic uint64_t lanepool__fork_generation = 0;
+
+/* A fork child, a copy of a pool thread back from a task or a log callback, is alone in its
+ * process: it ends, `msg` on stderr, then _exit(0) (async-signal-safe calls only). */
+void lanepool__forked_child_exit(const char *msg) {
+  ssize_t ignored = write(2, msg, strlen(msg));
+  (void)ignored;
+  _exit(0);
+}
 
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg) {
   pthread_attr_t attr;

@@ -20,7 +20,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +174,7 @@ static void *timer_main(void *arg) {
   lanepool__applied ignored;
   lanepool__apply_policy(&ignored, (pid_t)syscall(SYS_gettid), &pool->lanes[0]->policy);
   /* Its own sleeps are the timers' deadlines: no slack (1 ns is prctl's minimum). */
-  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  (void)lanepool__set_slack(1);
 
   uint64_t check_every = pool->stall_threshold_ns / 2;
   uint64_t next_check = check_every ? lanepool__now_ns() + check_every : UINT64_MAX;
