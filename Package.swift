@@ -1,6 +1,13 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// The library targets and the bench are Swift 6 mode. With LANEPOOL_WERROR=1 in the
+// environment (CI's test build) a warning in them is an error; never for a dependent,
+// which has no reason to set it (unsafe flags in a fetched package are refused).
+let strict = Context.environment["LANEPOOL_WERROR"] == "1"
+let librarySettings: [SwiftSetting] =
+  [.swiftLanguageMode(.v6)] + (strict ? [.unsafeFlags(["-warnings-as-errors"])] : [])
+
 let package = Package(
   name: "LanePool",
   products: [
@@ -67,12 +74,12 @@ let package = Package(
     .target(
       name: "LanePool",
       dependencies: ["CLanePool"],
-      swiftSettings: [.swiftLanguageMode(.v6)]
+      swiftSettings: librarySettings
     ),
     .target(
       name: "LanePoolDispatch",
       dependencies: ["LanePool"],
-      swiftSettings: [.swiftLanguageMode(.v6)]
+      swiftSettings: librarySettings
     ),
     // lanepool-bench's C shim. Named after the package: target names are global across a
     // package graph, so a generic name would clash with a dependent's own target.
@@ -86,7 +93,7 @@ let package = Package(
         .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIOPeer"])),
         .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIOPeer"])),
       ],
-      swiftSettings: [.swiftLanguageMode(.v6)]
+      swiftSettings: librarySettings
     ),
     .target(
       name: "LanePoolServer",
@@ -96,7 +103,7 @@ let package = Package(
         .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Server"])),
         .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Server"])),
       ],
-      swiftSettings: [.swiftLanguageMode(.v6)]
+      swiftSettings: librarySettings
     ),
     .testTarget(
       name: "LanePoolServerTests",
