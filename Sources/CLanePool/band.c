@@ -186,22 +186,8 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   return first;
 }
 
-/* ---- escalation ------------------------------------------------------------------
- *
- * A caller that waits on a lane of a lower band (a queued lanepool_lane_sync, or a wait
- * wrapped in lanepool_lane_boost_begin/end) counts itself in the lane's
- * boost_waiting[its band] and then has the lane's thread set to the highest band
- * counted (lanepool__boost_update, under boost_lock: setpriority and sched_setattr work
- * on any thread of the process). Every change of a count is followed by an update, so
- * the last update to take the lock sees the final counts: a lane is never left at a band
- * nobody waits for. A queued sync is left by the lane itself when its task returns (or
- * is answered ECANCELED), before it answers: the lane returns to its own band with the
- * awaited work, not when the waiter gets a CPU, and is back when the sync returns. A
- * thread that ends and is replaced, or a lane that exits, leaves nothing boosted: the
- * successor starts at its own band and re-applies what waiters still hold
- * (lanepool__boost_thread_started). A thread that leaves stores tid 0 first, under
- * boost_lock (lanepool__lane_thread_leaving): no update reaches a thread id that has
- * exited, and which the kernel may have given to another thread since. */
+/* ---- escalation (docs/priorities.md, "The protocol"): a waiter counts itself in
+ * boost_waiting[its band] and the lane's thread is set to the highest band counted. */
 
 /* 0 unknown, 1 on, 2 off (LANEPOOL_ESCALATION=0). */
 static _Atomic int escalation;
@@ -307,11 +293,8 @@ static void set_own_sched(lanepool_lane_t *lane, pid_t tid) {
  * or, for the lane's own band, what the lane got when it started (its fallbacks
  * included). Without the privilege to lower nice that far: the band's policy and as low
  * a nice as permitted (never below the band's), logged once per pool.
- * System calls that cannot change anything are skipped: a setting the thread already
- * has (lane->boost_now), and a request the kernel refused for this band of the pool
- * before (pool->boost_refused: the fallback is asked at once). What a pool's boost to a
- * band achieves is thus learned once: privileges gained later are not tried for it,
- * and a task that changes its own thread's settings is not seen. */
+ * A call that would change nothing is skipped (lane->boost_now, pool->boost_refused:
+ * docs/priorities.md, "How long"). */
 static void boost_apply(lanepool_lane_t *lane, pid_t tid, uint32_t band, char *log_line,
                         size_t log_len) {
   lanepool_t *pool = lane->pool;
@@ -430,15 +413,9 @@ static void tell_chain(lanepool_lane_t *lane) {
   }
 }
 
-/* ---- the carrier (docs/priorities.md, "Which thread") ----------------------------
- * The boost goes to the thread that runs the awaited work. The lane's own thread gets it
- * above. A thread that holds the lane's exclusion from outside (a sync caller running its
- * closure inline, a thread of the band running the lane's queue, a sync's waiter running
- * it up to its sync) is the lane's carrier:
- * an update raises it to the lane's band too, never lowers it, and the carrier puts
- * itself back when it gives the lane up (lanepool__carrier_give): to its own lane's
- * band (a thread of the pool), else to what it had. One carrier is recorded per lane; a
- * holder that comes while the last one puts itself back is raised by that one. */
+/* ---- the carrier (docs/priorities.md, "Which thread"): a thread that holds the lane's
+ * exclusion from outside is raised to the lane's band and puts itself back on giving
+ * the lane up (lanepool__carrier_give). */
 
 /* The lane of `pool` whose thread is `tid`, or NULL. */
 static lanepool_lane_t *home_of(lanepool_t *pool, uint32_t tid) {

@@ -1,15 +1,8 @@
 /*
  * bandq.c - a band's queue of band work: the work submitted to a band rather than to a
- * lane (lanepool_async, the Swift executors' jobs, band timers). It has no order and
- * no exclusion; it needs a thread of its band, any one. So it lives where every thread
- * of the band can take it, at every moment: bounded rings that many threads take from
- * (ring.h, lanepool__ring_take), one per lane of the band, and behind them an overflow
- * list (spill.c) that any of them takes from too once the rings are empty. A producer
- * pushes into one ring (a lane's thread into its own lane's, others each into one of
- * their own), a thread takes from its own lane's ring first and then from the others:
- * the shards keep producers and takers off one shared head and tail, and none is
- * private. This is Go's run queues without their owners: see docs/architecture.md, "The
- * scheduler". Who takes from it, and who is woken for it: park.c and worker.c.
+ * lane (lanepool_async, the Swift executors' jobs, band timers): one ring per lane that
+ * every thread of the band takes from, then an overflow list (docs/architecture.md,
+ * "The scheduler"). Who takes from it, and who is woken for it: park.c and worker.c.
  */
 #include "internal.h"
 
@@ -22,7 +15,8 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
   lanepool__slot *slots = aligned_alloc(LANEPOOL__CACHE_LINE, bytes); /* on no node */
   band->rings = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->rings);
   band->next = aligned_alloc(LANEPOOL__CACHE_LINE, shards * sizeof *band->next);
-  int rc = slots && band->rings && band->next ? lanepool__spill_init(&band->spill) : ENOMEM;
+  int rc =
+      slots && band->rings && band->next ? pthread_mutex_init(&band->spill.lock, NULL) : ENOMEM;
   if (rc) {
     free(slots);
     free(band->next);
@@ -127,12 +121,4 @@ uint64_t lanepool__bandq_accepted(lanepool__band *band) {
   for (uint32_t i = 0; i < band->shards; i++)
     n += lanepool__ring_tail(&band->rings[i], memory_order_seq_cst);
   return n;
-}
-
-/* After every thread of the band was joined: each queued job to `discard`. */
-void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
-                                 void *discard_arg) {
-  for (uint32_t i = 0; i < band->shards; i++)
-    lanepool__discard_queue(&band->rings[i], i + 1 == band->shards ? &band->spill : NULL, discard,
-                            discard_arg);
 }

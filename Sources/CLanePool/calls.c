@@ -1,40 +1,11 @@
 /*
  * calls.c - the calls under way on each pool, so that lanepool_destroy frees nothing a
- * caller still touches: a submitter that has published its task and is on its way
- * out through the wake of a parked lane, a timer cancel telling a drain it may be
- * done, a second lanepool_shutdown waiting for the join. The owner of a pool cannot
- * know when such a call returns (its task may have run already), so destroy waits
- * for them instead.
- *
- * Each thread that calls in has a record, allocated on its first call and reused by
- * later threads once it exits (records are never freed, so a scan may read any of
- * them at any time). A call stores the pool or lane it works on in its thread's
- * record first thing, and the previous value back at the end (calls nest: a discard
- * callback may submit to another pool). lanepool_destroy, once the pool is joined,
- * reads every record and waits (yielding) while one names the pool or one of its
- * lanes.
- *
- * Ordering: the entry store must be visible to the scan of any destroy that started
- * after the call did. How is decided once, when the first thread calls in (and again
- * in a fork child, alone in it):
- *  - membarrier(2) usable: MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED succeeded and one
- *    MEMBARRIER_CMD_PRIVATE_EXPEDITED did too (a seccomp filter may allow the first and
- *    refuse the second). The entry store is then a plain relaxed store (and a compiler
- *    fence), and destroy pays for the ordering: its membarrier runs a full fence on
- *    every CPU that runs a thread of the process, between the callers' stores and its
- *    scan. Should that membarrier still fail at destroy (it has not once at startup),
- *    MEMBARRIER_CMD_GLOBAL (no registration) is tried, and if the kernel refuses that
- *    too the process stops with a message: a local fence alone would not order the
- *    other threads' plain stores, and freeing under a caller is worse.
- *  - otherwise (ENOSYS, EPERM, EINVAL...): every entry is a relaxed store followed by a
- *    seq_cst fence, and destroy issues a seq_cst fence before its scan. The two fences
- *    order each caller against the scan (either the scan sees the caller's store, or the
- *    caller's accesses after its fence see everything destroy did before its own). The
- *    one branch on the mode is the same, and as predictable, in both.
- * A call that starts after destroy was called is the caller's use after free, as
- * always. [record.inside: relaxed store + compiler fence (membarrier) or + seq_cst
- * fence (without), on entry; release store on exit; seq_cst loads by the scan after
- * the membarrier or fence]
+ * caller still touches (docs/architecture.md, "Destroy and calls in flight": who is
+ * waited for, the per-thread records, membarrier or the fences, the fallback). A call
+ * that starts after destroy was called is the caller's use after free, as always.
+ * [record.inside: relaxed store + compiler fence (membarrier) or + seq_cst fence
+ * (without), on entry; release store on exit; seq_cst loads by the scan after the
+ * membarrier or fence]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -144,21 +115,16 @@ void lanepool__calls_wait(const lanepool_t *pool) {
     static const char msg[] = "lanepool: membarrier(2) failed at lanepool_destroy although it "
                               "worked at startup; stopping rather than freeing a pool under "
                               "a caller (calls.c)\n";
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
-    (void)ignored;
-    abort();
+    lanepool__die(msg, false);
   }
   for (lanepool__caller *c = atomic_load(&callers); c; c = c->next) {
     if (c == lanepool__self) continue;
     while (names_pool(pool, atomic_load_explicit(&c->inside, memory_order_seq_cst))) {
       LANEPOOL__TEST_POINT("calls_wait", NULL, 0);
-      LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-      sched_yield(); /* a caller between its last access and its return: short */
+      lanepool__spin_yield(); /* a caller between its last access and its return: short */
     }
     LANEPOOL_INJECT(LANEPOOL__AT_CALLS_SCAN);
   }
-  while (atomic_load_explicit(&lanepool__calls_anonymous, memory_order_seq_cst) != 0) {
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield();
-  }
+  while (atomic_load_explicit(&lanepool__calls_anonymous, memory_order_seq_cst) != 0)
+    lanepool__spin_yield();
 }

@@ -95,6 +95,7 @@ typedef struct lanepool__timer_entry {
 } lanepool__timer_entry;
 
 /* Intake modes, shared by a lane's overflow list and the timer facility. */
+/* Ordered: a push is refused when intake > (it comes from a lane of the pool). */
 enum { LANEPOOL__OPEN = 0, LANEPOOL__INTAKE_OWN_ONLY = 1, LANEPOOL__INTAKE_CLOSED = 2 };
 
 /* The pool's timer facility (timer.c). Every field: [lock], except the two counters,
@@ -556,12 +557,12 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane);
  * successor starts): its tid goes back to 0, so no boost reaches it any more. */
 void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
 #ifdef LANEPOOL_TEST_HOOKS
-/* Tests only: when set, called at named points: "boost_apply" (band.c, under the lane's
- * boost_lock, right before the system calls for thread `arg`), "boost_end" (on entry
- * to lanepool_lane_boost_end, once the call is registered), "apply_policy" (policy.c, a
- * lane's thread before it applies its band, `lane` NULL, `arg` its tid), "calls_wait"
- * (calls.c, destroy waiting for a call still under way on the pool), "sched_syscall"
- * (policy.c, each scheduling system call of its wrappers, getrlimit included). */
+/* Tests only: when set, called at named points: "boost_apply" (under boost_lock, before
+ * the system calls for thread `arg`), "carrier_raise" (before a carrier's), "boost_end"
+ * (lanepool_lane_boost_end, registered), "apply_policy" (a lane's thread before its band,
+ * `arg` its tid), "calls_wait" (destroy waiting for a call under way), "sched_syscall"
+ * (each scheduling system call of policy.c, getrlimit included), "sync_refused" (a
+ * queued sync's push refused, `arg` its error). */
 typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
 extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \
@@ -575,8 +576,8 @@ extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 
 /* policy.c */
 void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
-int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
-                              const char **member);
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int band, int allow_realtime,
+                              const char **field);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);
 int lanepool__get_ioprio(pid_t tid);
 /* The ioprio_set(2) value of a class and level (the idle class has level 0). */
@@ -663,7 +664,7 @@ static inline void lanepool__call_leave(const void *prev) {
 
 /* thread.c: fork */
 extern _Atomic uint64_t lanepool__fork_generation;
-void lanepool__forked_child_exit(const char *msg);
+_Noreturn void lanepool__die(const char *msg, bool child);
 static inline bool lanepool__forked(uint64_t generation) {
   return __builtin_expect(
       atomic_load_explicit(&lanepool__fork_generation, memory_order_relaxed) != generation, 0);

@@ -49,7 +49,7 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
     *rc = ENOMEM;
     goto fail_lane;
   }
-  if ((*rc = lanepool__spill_init(&lane->spill))) goto fail_slots;
+  if ((*rc = pthread_mutex_init(&lane->spill.lock, NULL))) goto fail_slots;
   if ((*rc = pthread_mutex_init(&lane->thread_lock, NULL))) goto fail_spill;
   if ((*rc = pthread_mutex_init(&lane->boost_lock, NULL))) goto fail_thread;
   lanepool__ring_init(&lane->ring, slots, cap);
@@ -222,10 +222,8 @@ static void mark_syncs(lanepool_lane_t *lane, uint64_t end, const lanepool__sync
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane) {
   LANEPOOL_INJECT(LANEPOOL__AT_CANCEL);
   uint64_t t;
-  while (!((t = atomic_load_explicit(&lane->ring.tail, memory_order_seq_cst)) & LANEPOOL__CLOSED)) {
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield(); /* the driver is closing the lanes one by one: a short wait */
-  }
+  while (!((t = atomic_load_explicit(&lane->ring.tail, memory_order_seq_cst)) & LANEPOOL__CLOSED))
+    lanepool__spin_yield(); /* the driver is closing the lanes one by one: a short wait */
   mark_syncs(lane, t & ~LANEPOOL__TAIL_FLAGS, NULL);
 }
 

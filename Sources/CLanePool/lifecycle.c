@@ -2,23 +2,10 @@
  * lifecycle.c - a pool's life after creation: the registry of live pools, shutdown
  * (drain or cancel, and a cancel that escalates a drain), join, destroy.
  *
- * The state machine (docs/architecture.md, "Life cycle", draws it; model/lifecycle.pml
- * checks it). This file is the only writer of pool->state, and every write is a CAS
- * from the state the writer expects to a larger one (advance()), so the word never
- * moves back and a late writer fails instead of undoing a later state.
- *
- * The thread whose CAS leaves OPEN is the driver: it alone closes intake, joins and
- * discards, and its CAS to JOINED ends the shutdown. Every other shutdown caller waits
- * on the futex of `state` until JOINED. A cancel that finds DRAINING claims the
- * escalation (one claimant), leaves its discard callback, then CASes DRAINING ->
- * CANCELLING: if the drain committed (CLOSING) first, the CAS fails and the cancel
- * only waits (EALREADY); if the cancel's CAS wins, the driver's commit CAS fails and
- * it goes on as a cancel, so whatever was accepted is run or discarded, never lost.
- * Lower layers never write the state: they ask and report (internal.h's event port).
- *
- * Each rule is stated once, in docs/architecture.md, "Life cycle": who drives a
- * shutdown, when a drain is done and commits, what cancel answers and discards, what
- * destroy waits for, and the answer to each call back into the library.
+ * The state machine and each of its rules (the driver, when a drain commits, cancel's
+ * escalation, what destroy waits for, each call back into the library) are stated once,
+ * in docs/architecture.md, "Life cycle"; model/lifecycle.pml checks them. This file is
+ * the only writer of pool->state, always by a CAS to a larger state (advance()).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -166,8 +153,10 @@ static void drive_cancel(lanepool_t *pool, lanepool_discard_fn discard, void *di
   lanepool__in_callback = pool;
   for (uint32_t i = 0; i < lanepool__lane_total(pool); i++)
     lanepool__discard_queue(&pool->lanes[i]->ring, &pool->lanes[i]->spill, discard, discard_arg);
-  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT; b++)
-    lanepool__bandq_discard_all(&pool->bands[b], discard, discard_arg);
+  for (lanepool__band *bd = pool->bands; bd < pool->bands + LANEPOOL_BAND_COUNT; bd++)
+    for (uint32_t i = 0; i < bd->shards; i++) /* the band's overflow list after its last ring */
+      lanepool__discard_queue(&bd->rings[i], i + 1 == bd->shards ? &bd->spill : NULL, discard,
+                              discard_arg);
   for (size_t i = 0; i < timer_count; i++) discard(timers[i].fn, timers[i].ctx, discard_arg);
   lanepool__in_callback = outer;
   free(timers);

@@ -1,12 +1,6 @@
 /*
  * park.c - submitting work with the wake it needs, spinning, parking.
  *
- * Two kinds of work, two kinds of place (docs/architecture.md, "The scheduler"):
- *  - lane-bound work goes into its lane's queue (lane.c). Whoever holds the lane's
- *    exclusion runs it; when the lane is free, its own thread comes for it, or, when
- *    that thread is away running something else, any thread of the band.
- *  - band work goes into its band's queue (bandq.c), which every thread of the band
- *    takes from.
  * The wake-up pairs, all seq_cst (model/bandq.pml checks them):
  *  1. lane push:  CAS(tail) ; load(excl), load(sleeping), load(away)
  *     the holder giving the lane up:  store(excl = 0) ; load(tail)
@@ -192,19 +186,16 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
 
 /* ---- what a thread may take --------------------------------------------------------- */
 
-/* A lane whose queue waits for any thread of the band: work queued, free, and its own
- * thread away running something else. */
-static inline bool orphaned(const lanepool_lane_t *s) {
-  return atomic_load_explicit(&((lanepool_lane_t *)s)->away, memory_order_seq_cst) &&
-         atomic_load_explicit(&((lanepool_lane_t *)s)->excl, memory_order_seq_cst) == 0 &&
-         lanepool__lane_has_work(s);
-}
-
+/* A sibling lane whose queue waits for any thread of the band: its own thread away
+ * running something else, the lane free, work queued. */
 static bool orphan_waits(lanepool_lane_t *me) {
-  lanepool_t *pool = me->pool;
-  uint32_t n = pool->lanes_per_band;
-  for (uint32_t k = 1; k <= n; k++)
-    if (orphaned(lanepool__band_lane(pool, me->band, (me->index + k) % (n + 1)))) return true;
+  uint32_t n = me->pool->lanes_per_band;
+  for (uint32_t k = 1; k <= n; k++) {
+    lanepool_lane_t *s = lanepool__band_lane(me->pool, me->band, (me->index + k) % (n + 1));
+    if (atomic_load_explicit(&s->away, memory_order_seq_cst) &&
+        atomic_load_explicit(&s->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(s))
+      return true;
+  }
   return false;
 }
 
@@ -223,17 +214,9 @@ static bool work_for(lanepool_lane_t *lane) {
 
 /* ---- spinning ------------------------------------------------------------------------ */
 
-/* The pool's lanes awake and neither spinning nor parked: running tasks. Parked lanes
- * are the bands' `idle` counts; spinners hold a pool-wide slot (`spinners`,
- * `interactive_spinner`, the caller's own included) from the start of their spin to its
- * end, through the yields during which `band->spinning` leaves them out. When the
- * running lanes are at least the CPUs the pool's lanes may use (the placed ones' union,
- * or every allowed CPU; at most the cgroup's CPU quota, which a spinner would spend), a
- * spinner keeps a CPU only by preempting one of them, and a
- * yield between its looks may leave it off its CPU until the next tick (4 ms at HZ 250)
- * with nobody to wake it: a push counts on it. Parked, it is woken by the push, and a
- * waking thread preempts at once (docs/server-demo.md, the executor's slowest request).
- * No CPU known (sched_getaffinity failed): never. */
+/* true when the lanes running tasks are at least the CPUs the pool's lanes may use: a
+ * spinner would then keep a CPU only by preempting one of them (docs/architecture.md,
+ * "Park and wake", lanepool__cpus_taken). No CPU known: never. */
 bool lanepool__cpus_taken(const lanepool_t *pool) {
   if (pool->spin_cpus == 0) return false;
   uint32_t awake = 0;

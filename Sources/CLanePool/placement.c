@@ -248,7 +248,6 @@ static int topology_copy(const lanepool_topology_t *in, lanepool__topology *out)
 }
 
 void lanepool__topology_free(lanepool__topology *t) {
-  if (!t->nodes) return;
   for (uint32_t i = 0; i < t->node_count; i++) free(t->nodes[i].cpus);
   free(t->nodes);
   t->nodes = NULL;

@@ -58,31 +58,39 @@ void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT])
   memcpy(out, default_policy, sizeof default_policy);
 }
 
-/* 0 or EINVAL with *member naming the bad field ("sched", "nice"...). */
-int lanepool__validate_policy(const lanepool_band_policy_t *p, int allow_realtime,
-                              const char **member) {
+/* 0 or EINVAL with *field naming the bad field of config.policy[band]. */
+int lanepool__validate_policy(const lanepool_band_policy_t *p, int band, int allow_realtime,
+                              const char **field) {
+  static const char *const fields[LANEPOOL_BAND_COUNT][7] = {
+#define BAND_FIELDS(b)                                                                             \
+  {"policy[" #b "].sched",         "policy[" #b "].rt_priority",  "policy[" #b "].nice",           \
+   "policy[" #b "].ioprio_class",  "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns",       \
+   "policy[" #b "].timer_slack_ns"}
+      BAND_FIELDS(0), BAND_FIELDS(1), BAND_FIELDS(2), BAND_FIELDS(3), BAND_FIELDS(4)
+#undef BAND_FIELDS
+  };
   lanepool_sched_t s = p->sched;
   bool rt = s == LANEPOOL_SCHED_FIFO || s == LANEPOOL_SCHED_RR;
   bool known =
       rt || s == LANEPOOL_SCHED_OTHER || s == LANEPOOL_SCHED_BATCH || s == LANEPOOL_SCHED_IDLE;
-  const char *m = NULL;
+  int k = -1; /* the field's index in a row of `fields` */
   if (!known || (rt && !allow_realtime))
-    m = "sched";
+    k = 0;
   else if (rt ? p->rt_priority < 1 || p->rt_priority > 99 : p->rt_priority != 0)
-    m = "rt_priority";
+    k = 1;
   else if (p->nice < -20 || p->nice > 19)
-    m = "nice";
+    k = 2;
   else if ((int)p->ioprio_class < LANEPOOL_IOPRIO_NONE || p->ioprio_class > LANEPOOL_IOPRIO_IDLE)
-    m = "ioprio_class";
+    k = 3;
   else if (p->ioprio_level < 0 || p->ioprio_level > 7)
-    m = "ioprio_level";
+    k = 4;
   else if (p->slice_ns != 0 && (rt || p->slice_ns < 100000 || p->slice_ns > 100000000))
-    m = "slice_ns";
+    k = 5;
   /* The kernel takes any slack up to ULONG_MAX, and then a 1 ms sleep never returns. */
   else if (p->timer_slack_ns > LANEPOOL_MAX_TIMER_SLACK_NS)
-    m = "timer_slack_ns";
-  if (m) *member = m;
-  return m ? EINVAL : 0;
+    k = 6;
+  if (k >= 0) *field = fields[band][k];
+  return k >= 0 ? EINVAL : 0;
 }
 
 int lanepool__set_sched(pid_t tid, int policy, int rt_priority) {
@@ -235,21 +243,18 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->ioprio.got = lanepool__get_ioprio(tid);
 
   /* 4. Timer slack (this thread only; prctl acts on the caller). */
-  a->timer_slack = (lanepool_applied_t){.requested = -1};
-  if (p->timer_slack_ns != 0) {
-    a->timer_slack.requested = (int64_t)p->timer_slack_ns;
-    a->timer_slack.error = lanepool__set_slack(p->timer_slack_ns);
-  }
-  a->timer_slack.got = (int64_t)lanepool__get_slack();
+  a->timer_slack =
+      (lanepool_applied_t){.requested = p->timer_slack_ns ? (int64_t)p->timer_slack_ns : -1,
+                           .error = p->timer_slack_ns ? lanepool__set_slack(p->timer_slack_ns) : 0};
+  a->timer_slack.got = (int64_t)lanepool__get_slack(); /* after the set */
 
   /* 5. EEVDF slice, after nice (sched_setattr carries the nice it read). Not asked for:
    * the kernel's default (runtime 0), not what the creating thread had (a thread that
    * replaces one a task ended is started by that thread, boosted maybe). */
   lanepool__sched_attr attr;
-  a->slice = (lanepool_applied_t){.requested = -1};
-  if (p->slice_ns != 0) a->slice.requested = (int64_t)p->slice_ns;
   int slice_error = lanepool__set_slice(tid, p->slice_ns);
-  if (p->slice_ns != 0) a->slice.error = slice_error;
+  a->slice = (lanepool_applied_t){.requested = p->slice_ns ? (int64_t)p->slice_ns : -1,
+                                  .error = p->slice_ns ? slice_error : 0};
   a->slice.got = lanepool__get_attr(tid, &attr) == 0 ? (int64_t)attr.sched_runtime : -1;
 
   errno = saved;

@@ -48,16 +48,6 @@ static int config_normalize(const lanepool_config_t *cfg, lanepool_config_t *ful
 }
 
 static int check_config(const lanepool_config_t *cfg, const char **field) {
-  static const char *const policy_fields[LANEPOOL_BAND_COUNT][7] = {
-#define BAND_FIELDS(b)                                                                             \
-  {"policy[" #b "].sched",         "policy[" #b "].rt_priority",  "policy[" #b "].nice",           \
-   "policy[" #b "].ioprio_class",  "policy[" #b "].ioprio_level", "policy[" #b "].slice_ns",       \
-   "policy[" #b "].timer_slack_ns"}
-      BAND_FIELDS(0), BAND_FIELDS(1), BAND_FIELDS(2), BAND_FIELDS(3), BAND_FIELDS(4)
-#undef BAND_FIELDS
-  };
-  static const char *const members[7] = {
-      "sched", "rt_priority", "nice", "ioprio_class", "ioprio_level", "slice_ns", "timer_slack_ns"};
 #define BAD(f)                                                                                     \
   do {                                                                                             \
     *field = (f);                                                                                  \
@@ -84,14 +74,8 @@ static int check_config(const lanepool_config_t *cfg, const char **field) {
   if (cfg->stack_size != 0 &&
       (cfg->stack_size < 16384 || cfg->stack_size > LANEPOOL_MAX_STACK_SIZE))
     BAD("stack_size");
-  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) {
-    const char *member = NULL;
-    if (lanepool__validate_policy(&cfg->policy[b], cfg->allow_realtime, &member)) {
-      for (int m = 0; m < 7; m++)
-        if (member && strcmp(member, members[m]) == 0) BAD(policy_fields[b][m]);
-      BAD(policy_fields[b][0]);
-    }
-  }
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++)
+    if (lanepool__validate_policy(&cfg->policy[b], b, cfg->allow_realtime, field)) return EINVAL;
   switch (cfg->placement) {
   case LANEPOOL_PLACEMENT_NONE:
   case LANEPOOL_PLACEMENT_CORES:

@@ -7,28 +7,12 @@
  *    band), which take with lanepool__ring_take, a CAS on head.
  * A ring is used one way or the other, never both.
  *
- * Legend:
- *  [once]   set by lanepool__ring_init, read-only after.
- *  [prod]   written by producers (any thread), with the ordering named.
- *  [cons]   written by the consumer(s).
+ * Legend: [once] set by lanepool__ring_init, read-only after; [prod] written by
+ * producers (any thread), with the ordering named; [cons] written by the consumer(s).
  *
- * Memory ordering (every release names its acquire):
- *  - producer: store(cell.seq, pos + 1, release) after writing fn/ctx/arg
- *      pairs with the consumer's load(cell.seq, acquire) in ring_pop / ring_take /
- *      ring_wait_cell.
- *  - consumer: store(cell.seq, pos + capacity, release) after reading fn/ctx/arg
- *      pairs with the producer's load(cell.seq, acquire) that claims pos + capacity.
- *  - producers claim with a seq_cst CAS on tail: the users order that CAS against their
- *    own words (a lane's exclusion and its thread's `sleeping`, a band's idle and
- *    spinning counts): the Dekker pairs of docs/architecture.md.
- *  - ring_take (many consumers): a consumer that read seq == pos + 1 (acquire: the
- *    producer's words are visible) claims pos with a CAS on head and only then reads the
- *    cell (before, a producer of the next lap may be writing it); nothing can reuse it
- *    before the winner frees it.
- *  - close: fetch_or(tail, flag, seq_cst). After CLOSED is set the tail never moves
- *    again, so the value it returns bounds every claim ever made: the consumer (or the
- *    discarder) waits for each claimed cell below it to be published. No claimed cell
- *    is ever abandoned.
+ * Memory ordering: docs/architecture.md, "The submit path" (each release and its
+ * acquire). close: the tail it returns bounds every claim ever made, so the consumer (or
+ * the discarder) waits for each claimed cell below it: none is ever abandoned.
  *
  * Tail flags: CLOSED refuses every producer. OWN_ONLY refuses producers that did not
  * say `own` (a draining pool takes work only from its own threads).
@@ -239,13 +223,17 @@ static inline void lanepool__cpu_relax(void) {
 #endif
 }
 
+/* A wait's yield, marked for the interleaving tests. */
+static inline void lanepool__spin_yield(void) {
+  LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
+  sched_yield();
+}
+
 /* One wait for a cell a producer has claimed and not yet published; `rounds` counts the
  * waits for one cell (0 to start). Most often the producer runs on another CPU, a few
  * stores from done: the first LANEPOOL__BACKOFF_ROUNDS waits pause without reading its
- * lines (about 4 us each on the machine of docs/benchmarks.md), and it publishes that
- * cell and more behind it. A yield at once gave a producer beside the consumer its CPU
- * for a whole slice (W2); polling the cell slowed the producer writing it (W1). Still
- * unpublished after those, the producer was likely preempted, maybe on this CPU: yield. */
+ * lines (docs/architecture.md, "Why no wake-up is lost"); still unpublished after
+ * those, the producer was likely preempted, maybe on this CPU: yield. */
 #define LANEPOOL__BACKOFF_PAUSES 128
 #define LANEPOOL__BACKOFF_ROUNDS 8u
 static inline void lanepool__ring_backoff(uint32_t *rounds) {

@@ -9,7 +9,6 @@
 #define LANEPOOL_SCHEDULER_H
 
 /* spill.c: overflow lists */
-int lanepool__spill_init(lanepool__spill *l);
 void lanepool__spill_destroy(lanepool__spill *l);
 /* Appends {fn, ctxs[i], args[i]} (args NULL: every arg NULL), in order, all or nothing:
  * 0, ENOMEM, ESHUTDOWN. */
@@ -47,8 +46,6 @@ bool lanepool__bandq_nonempty(const lanepool__band *band);
 bool lanepool__bandq_takeable(lanepool__band *band, uint32_t first);
 uint64_t lanepool__bandq_depth(const lanepool__band *band);
 uint64_t lanepool__bandq_accepted(lanepool__band *band);
-void lanepool__bandq_discard_all(lanepool__band *band, lanepool_discard_fn discard,
-                                 void *discard_arg);
 
 /* lane.c: a lane and its queue of lane-bound work */
 /* index lanes_per_band makes the band's rescue lane (worker.c, "The rescue thread"). */

@@ -1,17 +1,11 @@
 /*
  * spill.c - an overflow list: where a full ring's producers go (not with hard capacity).
- * A lane's keeps its FIFO: once the list is non-empty every producer appends here
- * until it is empty, and its taker runs ring claims made before the list's tasks first
- * (lanepool__spill_take, fifo). A band's has no order to keep. A taker moves a batch of
- * the list back into a ring with the task it takes (Go's globrunqget): one lock serves
- * many tasks, and a moved task is where it was reachable from before, a ring.
+ * A lane's keeps its FIFO, a band's has no order (docs/architecture.md, "When a ring is
+ * full"); a taker moves a batch back into a ring with the task it takes.
  */
 #include "internal.h"
 
 #include <stdlib.h>
-
-/* In its lane's or band's zeroed memory: already empty and OPEN but for the lock. */
-int lanepool__spill_init(lanepool__spill *l) { return pthread_mutex_init(&l->lock, NULL); }
 
 void lanepool__spill_destroy(lanepool__spill *l) {
   pthread_mutex_destroy(&l->lock);
@@ -21,10 +15,7 @@ void lanepool__spill_destroy(lanepool__spill *l) {
 int lanepool__spill_push_n(lanepool__spill *l, lanepool_fn fn, void *const *ctxs, void *const *args,
                            uint64_t n, bool own) {
   pthread_mutex_lock(&l->lock);
-  int refused =
-      l->intake == LANEPOOL__INTAKE_CLOSED || (l->intake == LANEPOOL__INTAKE_OWN_ONLY && !own)
-          ? ESHUTDOWN
-          : 0;
+  int refused = l->intake > (int)own ? ESHUTDOWN : 0;
   uint64_t len = atomic_load_explicit(&l->count, memory_order_relaxed);
   if (!refused && len + n > l->cap) {
     uint64_t ncap = l->cap ? l->cap : 256;

@@ -1,18 +1,10 @@
 /*
  * sync.c - a lane's exclusion, and the sync calls.
  *
- * A lane's exclusion is not its thread. The lane's `excl` word says who may run its
- * queue now: nobody (0), or one thread (its tid). The lane's own thread takes it to run
- * the lane's tasks and gives it up before it runs anything else (worker.c); a thread of
- * the band takes it to run the queue of a lane whose own thread is away (worker.c); a
- * sync caller that finds the lane free with nothing queued takes it and runs its closure
- * inline, on its own thread, as dispatch_sync does on an idle serial queue; a thread of
- * the pool waiting for its queued sync takes it to run the queue up to that sync
- * (help_until_answered). A thread
- * running band work holds no lane, so a sync from a task onto any lane, its "own"
- * included, never waits for itself. Only a real cycle of exclusions is refused: a sync
- * onto a lane the calling thread holds, directly or through the chain of syncs that
- * waits for it (EDEADLK).
+ * A lane's exclusion is not its thread: `excl` names the one thread (tid) that may run
+ * the lane's queue now, or nobody (0). Who takes it, and why a sync never waits for
+ * itself: docs/architecture.md, "Who runs a lane's queue". Only a real cycle of
+ * exclusions is refused (EDEADLK).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -110,8 +102,9 @@ void lanepool__run_counted(lanepool_lane_t *me, lanepool_lane_t *lane, const lan
   LANEPOOL__TRACE(END, lane ? lane : me, 0, NULL, NULL);
   /* A child forked in the task must not go on running the pool's queues (the parent does). */
   if (lanepool__forked(me->generation))
-    lanepool__forked_child_exit("lanepool: a process forked inside a task returned to its lane "
-                                "loop; the child exits (status 0)\n");
+    lanepool__die("lanepool: a process forked inside a task returned to its lane "
+                  "loop; the child exits (status 0)\n",
+                  true);
   lanepool__band_job_running = outer_band_job;
   /* release: pairs with the drain scan's acquire (lanepool__lane_finished). */
   LANEPOOL_INJECT(LANEPOOL__AT_COUNTER);
@@ -165,13 +158,6 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
 }
 
 /* ---- sync chains: a sync back onto a lane the chain holds is EDEADLK ------------ */
-
-/* true if a sync onto `lane` from here would wait for itself. */
-static bool chain_holds(const lanepool_lane_t *lane) {
-  for (const lanepool__held *h = lanepool__held_now; h; h = h->up)
-    if (h->lane == lane) return true;
-  return false;
-}
 
 bool lanepool__chain_holds_pool(const lanepool_t *pool) {
   for (const lanepool__held *h = lanepool__held_now; h; h = h->up)
@@ -282,17 +268,10 @@ static void run_inline(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
   pthread_cleanup_pop(1); /* the same way out whether the closure returned or unwound */
 }
 
-/* A thread of the pool waits for its queued sync by running the lane's queue itself,
- * in order, up to its own sync, whenever the lane is free with work queued (its own
- * thread away, or not yet on a CPU): libdispatch's waiter that drains the queue it waits
- * for. Which waiters: one of the lane's band that holds no lane (a band job, the Swift
- * executors' tasks: without it two tasks whose syncs meet on a lane would wait for the
- * rescue thread, the lane's own thread maybe one of them); and, with escalation on, any
- * whose band is the lane's or higher, holding lanes or not. That one runs the work it
- * waits for at once and at its own band, the band escalation would raise the lane to,
- * where the lane's thread, woken on a busy CPU, waits for the running task's slice even
- * once boosted (the inversion row: 0.6 ms at p50 on 2 CPUs). Woken by the lane's kick
- * (help_seq) and by the end of any sync there. On a cancel it gives the lane a holder
+/* A thread of the pool waits for its queued sync by running the lane's queue itself, in
+ * order, up to its own sync, whenever the lane is free with work queued (libdispatch's
+ * waiter that drains the queue it waits for; which waiters, and why: architecture.md
+ * and priorities.md, "Who runs the awaited work"). On a cancel it gives the lane a holder
  * that answers its syncs (lanepool__excl_release). Returns the sync's state, or 0 if the
  * caller is no such thread (it then waits on the state alone). */
 static uint32_t help_until_answered(lanepool_lane_t *lane, lanepool__sync *s, bool escalates,
@@ -420,7 +399,8 @@ int lanepool_lane_sync(lanepool_lane_t *lane, lanepool_fn fn, void *ctx) {
 int lanepool_lane_sync_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {
   if (!lane || !fn || (flags & ~(LANEPOOL_SYNC_QUEUED | LANEPOOL_SYNC_NO_ESCALATION)))
     return EINVAL;
-  if (chain_holds(lane)) return EDEADLK;
+  for (const lanepool__held *h = lanepool__held_now; h; h = h->up)
+    if (h->lane == lane) return EDEADLK; /* this sync would wait for itself */
   if (lanepool__forked(lane->generation)) return EOWNERDEAD;
   /* A thread of another pool (its lane, its timer thread) keeps its own identity: run
    * the closure on this lane's thread instead, so that shutting that other pool down

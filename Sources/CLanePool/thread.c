@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -27,12 +28,13 @@
 
 _Atomic uint64_t lanepool__fork_generation = 0;
 
-/* A fork child, a copy of a pool thread back from a task or a log callback, is alone in its
- * process: it ends, `msg` on stderr, then _exit(0) (async-signal-safe calls only). */
-void lanepool__forked_child_exit(const char *msg) {
+/* `msg` on stderr, then _exit(0) (a fork child, a copy of a pool thread back from a task
+ * or a log callback, alone in its process) or abort() (async-signal-safe calls only). */
+_Noreturn void lanepool__die(const char *msg, bool child) {
   ssize_t ignored = write(2, msg, strlen(msg));
   (void)ignored;
-  _exit(0);
+  if (child) _exit(0);
+  abort();
 }
 
 int lanepool__thread_start(pthread_t *out, size_t stack_size, void *(*fn)(void *), void *arg) {

@@ -4,12 +4,8 @@
  * is submitted to its lane's ring, so it runs after its deadline and in FIFO order with
  * the lane's other tasks.
  *
- * A due timer is pushed into its lane while `lock` is held (the push never blocks and
- * calls no user code), so at every moment a timer is either in the heap, where
- * lanepool_timer_cancel can take it back, or in its lane's queue: there is no private
- * "due batch" that is neither. A push refused for lack of room (hard capacity) leaves
- * the timer in the heap, retried every 100 us, still cancellable; a shutdown takes it
- * from the heap like any pending timer.
+ * Why a timer is always in the heap or in its lane's queue, never in between:
+ * docs/architecture.md, "Timers".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -148,8 +144,9 @@ static void check_stalls(lanepool_t *pool, uint64_t now) {
         /* A child forked in the callback would wait on the parent's timers forever (and
          * on a lock a parent thread may have held at fork time). */
         if (lanepool__forked(pool->generation))
-          lanepool__forked_child_exit("lanepool: a process forked inside a log callback "
-                                      "returned to the timer thread; the child exits (status 0)\n");
+          lanepool__die("lanepool: a process forked inside a log callback "
+                        "returned to the timer thread; the child exits (status 0)\n",
+                        true);
       }
     }
   }
@@ -239,10 +236,7 @@ static int add_timer(lanepool_t *pool, lanepool_lane_t *lane, int band, uint64_t
   const void *outer = lanepool__call_enter(pool);
   lanepool__timers *t = &pool->timers;
   heap_lock(t);
-  int rc = 0;
-  if (t->intake == LANEPOOL__INTAKE_CLOSED ||
-      (t->intake == LANEPOOL__INTAKE_OWN_ONLY && !lanepool__is_own_lane(pool)))
-    rc = ESHUTDOWN;
+  int rc = t->intake > (int)lanepool__is_own_lane(pool) ? ESHUTDOWN : 0;
   if (!rc) rc = start_locked(pool);
   if (!rc && t->len == t->cap) {
     size_t ncap = t->cap ? t->cap * 2 : 64;

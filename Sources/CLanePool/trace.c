@@ -1,12 +1,8 @@
 /*
  * trace.c - an event trace of the lanes, for finding out why a job ran when it did.
  *
- * Off unless the library is built with LANEPOOL_TRACE defined (for instance
- * `swift build -Xcc -DLANEPOOL_TRACE`); then every push, task start and end, park,
- * unpark and wake is appended to one in-memory array (LANEPOOL__TRACE_CAP events; later
- * ones are counted and dropped), and written at exit as text to the file that
- * LANEPOOL_TRACE_FILE names ("%p" in it becomes the process id). Nothing is written
- * without that variable. One line per event:
+ * Built with LANEPOOL_TRACE only; written at exit to LANEPOOL_TRACE_FILE
+ * (docs/reliability.md, "Tracing a schedule"). One line per event:
  *
  *   <CLOCK_REALTIME ns> <event> <lane> <calling lane> <source> <ctx> <id> <cpu> <fn>
  *   <thread> <tid>
@@ -20,9 +16,8 @@
  * job's task id); fn, the task's function (hex; `# exe` and `# base` at the top name the
  * executable and where it is mapped, to name it: scripts/trace-export); thread, the
  * lane of the thread the event happened on (`-`: a thread of no pool) and tid its
- * kernel thread id. scripts/trace-view reads the file; scripts/trace-export turns it
- * into Chrome trace event JSON (Perfetto, chrome://tracing). The wall clock, not the TSC, so
- * that lines can be matched with a program's own timestamped output.
+ * kernel thread id. The wall clock, not the TSC, so that lines can be matched with a
+ * program's own timestamped output.
  */
 #define _GNU_SOURCE /* sched_getcpu */
 #include "internal.h"

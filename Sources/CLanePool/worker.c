@@ -3,21 +3,14 @@
  * replacement after a task ended it, join). Each band also has a rescue thread (its
  * "rescue lane", lanepool_rescue_lane): see "The rescue thread" below.
  *
- * The loop (lane_loop) takes work from a short list of sources, in this order:
- *  1. its own lane's queue, if the lane is free: it takes the lane's exclusion and runs
- *     the lane's tasks in order (run_lane), until the queue is empty; every
- *     LANEPOOL__FAIR_EVERY tasks it looks for work that waits for any thread of the band
- *     (a band job, a lane whose thread is away) and, if some waits, gives its lane up
- *     and takes that first (fairness; its lane, with work queued and its thread away,
- *     is announced to the band meanwhile).
- *  2. its band's queue (bandq.c): one band job, holding no lane.
- *  3. a sibling lane whose thread is away (running a band job, maybe blocked in it)
- *     with work queued and free: it takes that lane's exclusion and runs its queue, in
- *     order, for up to LANEPOOL__FAIR_EVERY tasks.
+ * The loop (lane_loop) takes work from, in this order (docs/architecture.md, "The loop"):
+ *  1. its own lane's queue, if the lane is free, in order (run_lane); every
+ *     LANEPOOL__FAIR_EVERY tasks it gives its lane up for work waiting for the band;
+ *  2. its band's queue (bandq.c): one band job, holding no lane;
+ *  3. a sibling lane whose thread is away, with work queued and free, in order, for up
+ *     to LANEPOOL__FAIR_EVERY tasks;
  *  4. nothing: spin (park.c), then park.
- * Before it runs anything but its own lane's queue the thread says it is away (a
- * seq_cst store) and looks at its own queue once more: a producer that then finds the
- * lane free with work queued wakes the band instead of waiting for this thread.
+ * Before 2 or 3 the thread says it is away (seq_cst) and looks at its own queue again.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -27,7 +20,6 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -95,21 +87,8 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
   return true;
 }
 
-/* ---- the rescue thread ---------------------------------------------------------------
- *
- * A band's threads can all block: band jobs that wait for band work queued behind them,
- * a lane's task that waits for a job while the other lanes' threads wait too. Nothing
- * is stranded (the band queue and every free lane's queue are open to all the band's
- * threads), but no thread is free to take it. Swift's executor on Linux starts another
- * thread in that case (libdispatch's monitor); LanePool keeps one more thread per band
- * for it, its rescue thread, Go's sysmon in miniature. It runs at its band's policy
- * and takes no band work while the band makes progress. While its band has work waiting
- * (band jobs queued, or a lane whose thread is away with work queued), it parks with a
- * timeout of LANEPOOL__RESCUE_NS; when no thread of the band has finished a task over a
- * whole timeout, it runs that work itself, job after job and lane after lane, until the
- * band moves again or nothing waits. Idle, it parks untimed, and the first push that
- * announces work wakes it (park.c). It is also a lane (its own queue, lane-bound work
- * only, which no pick reaches). */
+/* ---- the rescue thread (docs/architecture.md, "The rescue thread"): one more thread
+ * per band, Go's sysmon in miniature, for when all of the band's threads block. */
 
 /* After a park: if the band is stuck (no progress for LANEPOOL__RESCUE_NS with work
  * waiting), run one piece of that work. true if it ran something. */
@@ -133,12 +112,8 @@ static bool rescue_look(lanepool_lane_t *me) {
 
 /* ---- the loop ------------------------------------------------------------------------ */
 
-/* Cancel: every sync queued on a lane of the band is answered ECANCELED by whoever holds
- * the lane when it gives it up (lanepool__excl_release), exactly once. Each thread,
- * leaving, takes each free lane of its band (its own first, the rescue thread's lane
- * too) and gives it up; a lane held now is answered by its holder. So a sync queued on a
- * lane whose own thread is away, blocked waiting for it, is answered too, and that
- * thread comes back to be joined. */
+/* Cancel: each thread, leaving, takes each free lane of its band (its own first) and
+ * gives it up, which answers the syncs queued there ECANCELED (docs/architecture.md). */
 static void cancel_pass(lanepool_lane_t *me) {
   lanepool_t *pool = me->pool;
   uint32_t n = pool->lanes_per_band;
@@ -161,8 +136,7 @@ static void close_exclusion(lanepool_lane_t *me) {
                                                 memory_order_seq_cst, memory_order_relaxed)) {
     if (x == own) continue; /* held by this thread: close it all the same */
     x = 0;
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield();
+    lanepool__spin_yield();
   }
 }
 
@@ -214,10 +188,7 @@ static void lane_loop(lanepool_lane_t *me) {
             adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
       /* A claim not yet published, or a job left to its thread a while: a yield, not
        * ring.h's back-off, which cost W1's band row 0.78x for W2's 1.10x (set U). */
-      if (!got) {
-        LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-        sched_yield();
-      }
+      if (!got) lanepool__spin_yield();
     }
     if (got) continue;
     /* Nothing to take. */
@@ -290,24 +261,17 @@ static void thread_lost(void *arg) {
   int rc = lanepool__thread_start(&next, lane->stack_size, lane_resume, lane);
   if (rc) {
     char msg[200];
-    int n = snprintf(msg, sizeof msg,
-                     "lanepool: a task ended the thread of lane %s and no successor thread "
-                     "could be started (%s); stopping, since its queued tasks could never run\n",
-                     lane->name, strerror(rc));
-    ssize_t ignored = write(2, msg, n > 0 ? (size_t)n : 0);
-    (void)ignored;
-    abort();
+    (void)snprintf(msg, sizeof msg,
+                   "lanepool: a task ended the thread of lane %s and no successor thread "
+                   "could be started (%s); stopping, since its queued tasks could never run\n",
+                   lane->name, strerror(rc));
+    lanepool__die(msg, false);
   }
-  /* This thread is the lane's current one, of generation thread_gen: a successor may
-   * already run tasks, but its own thread_lost takes thread_lock, so it reads thread_gen
-   * only after this update. */
+  /* thread_gen under thread_lock: a successor's thread_lost reads it after this. */
   uint64_t mine = lane->thread_gen;
   lane->thread = next; /* the joiner follows the chain (lanepool__lane_join) */
   lane->thread_gen = mine + 1;
-  /* Nobody will join this thread unless the joiner already took it (it read `thread`
-   * before this update): otherwise it detaches itself, so its stack and descriptor are
-   * freed when it ends instead of kept until the process exits. Its last touch of the
-   * lane is the unlock below. */
+  /* Detached unless the joiner already took it (internal.h, join_claim). */
   if (lane->join_claim != mine + 1) pthread_detach(pthread_self());
   pthread_mutex_unlock(&lane->thread_lock);
 }
@@ -378,16 +342,12 @@ void lanepool__lane_join(lanepool_lane_t *lane) {
     LANEPOOL_INJECT(LANEPOOL__AT_RESUME);
     pthread_mutex_lock(&lane->thread_lock);
     lane->join_claim = 0;
-    /* By generation: a successor started since may have t's pthread_t (glibc reuses
-     * the descriptor of a joined thread), and must still be joined. */
+    /* By generation, never by pthread_t (internal.h, thread_gen). */
     bool same = lane->thread_gen == gen;
     pthread_mutex_unlock(&lane->thread_lock);
     if (same) break;
   }
   /* A sync caller that gave the lane back may still be on its way out of the library
    * (its give-back woke the lane, which then exited): wait for its last access. */
-  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) {
-    LANEPOOL_INJECT(LANEPOOL__AT_SPIN);
-    sched_yield();
-  }
+  while (atomic_load_explicit(&lane->borrowers, memory_order_acquire) != 0) lanepool__spin_yield();
 }
