@@ -64,13 +64,13 @@ private func wait<T: Sendable, F: Error>(_ task: Task<T, F>) -> Result<T, F>? {
     out.withLock { $0 = r }
     done.signal()
   }
-  guard done.wait(timeout: .now() + .seconds(10)) == .success else { return nil }
+  guard done.wait(timeout: .now() + .seconds(60)) == .success else { return nil }
   return out.withLock { $0 }
 }
 
-/// Polls (1 ms steps, at most 10 s) until `condition` holds.
+/// Polls (1 ms steps, at most 60 s) until `condition` holds.
 private func eventually(_ condition: () -> Bool) -> Bool {
-  for _ in 0..<10_000 {
+  for _ in 0..<60_000 {
     if condition() { return true }
     usleep(1000)
   }

@@ -127,7 +127,7 @@ func syncEscalationCheck(privileged: Bool) -> String? {
   }
   waiter.start()
   var boostedSeen = false
-  for _ in 0..<10_000 {
+  for _ in 0..<60_000 {
     if schedState(tid: tid) == boosted(-5, 0) {
       boostedSeen = true
       break

@@ -1381,7 +1381,7 @@ static void fork_and_sync(void *ctx) {
     sigemptyset(&set);
     sigaddset(&set, SIGALRM);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* a lane thread's copy blocks it */
-    alarm(10);
+    alarm(60);
     lanepool_config_t cfg;
     lanepool_config_init(&cfg);
     cfg.name = "esc17c";

@@ -808,7 +808,7 @@ static void test_busy_sibling_takes_band_work(void) {
   churn c = {.lane = lane1};
   CHECK_RC(lanepool_lane_async(lane1, churn_task, &c), 0);
   CHECK_RC(lanepool_lane_async(lane1, churn_task, &c), 0);
-  fanout f = {.pool = pool, .flags = LANEPOOL_SUBMIT_LOCAL, .cap = SECONDS(10)};
+  fanout f = {.pool = pool, .flags = LANEPOOL_SUBMIT_LOCAL, .cap = WAIT_CAP_NS};
   CHECK_RC(lanepool_lane_async(lane0, parent_task, &f), 0);
   if (!wait_flag(&f.parent_done)) hang("the parent's return");
   CHECK(atomic_load(&f.parent_saw_child));
