@@ -78,13 +78,13 @@
  *   2: park does not look at the work once more after PARKED and idle++
  *   3: a spinner does not look once more after spinning--. NOT a defect, and not caught:
  *      a spinner that found nothing parks, and park_begin's look (after PARKED, idle++)
- *      is the same work_for after the same spinning--; check-bandq requires it to pass
+ *      is the same work_for after the same spinning--; check-bandq --all requires it to pass
  *   4: excl_release does not look at the lane's queue after storing excl = 0
  *   5: go_away does not look at its own lane after storing away = 1
  *   6: the fair turn does not announce its lane (no band_wake when go_away finds it
  *      free with work). Caught before variant 7's wake existed; NOT a defect with it
  *      (the push's own wake and the wake as a thread starts its lane cover the fair
- *      turn): check-bandq requires it to pass
+ *      turn): check-bandq --all requires it to pass
  *   7: a thread about to run its own lane's queue does not wake another for band work
  *      queued (the wake it was counted on)
  *
