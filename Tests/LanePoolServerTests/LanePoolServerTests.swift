@@ -422,22 +422,24 @@ struct LanePoolServerTests {
   }
 }
 
-/// Child process: 40 x 100 ms tasks queued on one lane, graceful shutdown with a
-/// 100 ms graceful budget and a 2 s cancellation budget. Draining takes 4 s, so the
-/// group cancels the service; the drain must turn into a cancel in time.
+/// Child process: 300 x 100 ms tasks queued on one lane, graceful shutdown with a
+/// 100 ms graceful budget and a 10 s cancellation budget. Draining would take 30 s, so
+/// the group cancels the service; the drain must turn into a cancel in time (a cancel
+/// takes one task's 100 ms: the budget is room for a loaded machine, and still a third
+/// of what a drain that never escalates would take).
 func escalationCheck() async -> String? {
   let (logger, logs) = capturingLogger()
   let pool: LanePool
   do {
     pool = try LanePool(name: "svcesc", lanesPerBand: 1)
     let lane = pool.queue(for: .utility)
-    for _ in 0..<40 { try lane.async { usleep(100_000) } }
+    for _ in 0..<300 { try lane.async { usleep(100_000) } }
   } catch { return "setup: \(error)" }
   var config = ServiceGroupConfiguration(
     services: [.init(service: LanePoolService(pool: pool, logger: logger))],
     logger: Logger(label: "group") { _ in SwiftLogNoOpLogHandler() })
   config.maximumGracefulShutdownDuration = .milliseconds(100)
-  config.maximumCancellationDuration = .seconds(2)
+  config.maximumCancellationDuration = .seconds(10)
   let group = ServiceGroup(configuration: config)
   let run = Task { try await group.run() }
   try? await Task.sleep(for: .milliseconds(20))

@@ -119,7 +119,7 @@ struct ConcurrencyTests {
     var rng = SplitMix(seed: 7)
     // 50 ms of head start: normally every timer is set before the first is due.
     let start = DispatchTime.now().uptimeNanoseconds + 50_000_000
-    var handles: [(TimerHandle, Int, Int)] = []  // handle, index, lane
+    var handles: [(TimerHandle, Int, Int, UInt64)] = []  // handle, index, lane, deadline
     var setBy: [UInt64] = []  // a time at or after each timer was added
     for i in 0..<1_000 {
       let deadline = start + rng.next() % 200_000_000  // within 250 ms
@@ -129,14 +129,18 @@ struct ConcurrencyTests {
         log.value.append(Fired(index: i, deadline: deadline, at: DispatchTime.now().uptimeNanoseconds))
       }
       setBy.append(DispatchTime.now().uptimeNanoseconds)
-      handles.append((h, i, l))
+      handles.append((h, i, l, deadline))
     }
-    // Cancel every 10th; each cancel succeeds only if the timer had not fired.
+    // Cancel every 10th; each cancel succeeds unless the timer was due (it may have
+    // fired): a cancel refused before its deadline is a defect, a slow run is not.
     var cancelled = Set<Int>()
-    for (h, i, _) in handles where i % 10 == 0 {
-      if h.cancel() { cancelled.insert(i) }
+    for (h, i, _, deadline) in handles where i % 10 == 0 {
+      if h.cancel() {
+        cancelled.insert(i)
+      } else {
+        #expect(DispatchTime.now().uptimeNanoseconds >= deadline, "timer \(i)'s cancel refused before it was due")
+      }
     }
-    #expect(cancelled.count > 90)  // the earliest deadline is 50 ms away
     #expect(!handles[0].0.cancel())  // cancelling twice: already gone
     try await pool.shutdownGracefully()  // drain: waits for every pending timer
     var lateness: [UInt64] = []

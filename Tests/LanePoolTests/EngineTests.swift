@@ -190,7 +190,10 @@ struct EngineTests {
     let deadline = ContinuousClock.now + .seconds(30)
     while ran.count < 2_000 && ContinuousClock.now < deadline { usleep(1_000) }
     #expect(ran.count == 2_000)
-    #expect(lanesSeen.withLock { $0 } == [0, 1])
+    // Both threads of the band took some; the band's rescue thread (index lanesPerBand)
+    // may have taken some too, when both seemed stuck on a loaded machine.
+    let seen = lanesSeen.withLock { $0 }
+    #expect(seen.isSuperset(of: [0, 1]) && seen.isSubset(of: [0, 1, 2]), "\(seen.sorted())")
   }
 
   @Test("sync returns the closure's value, runs after earlier tasks, and rethrows its error")
