@@ -67,8 +67,9 @@ static __thread struct {
 static bool leave_to_its_thread(lanepool__band *band, uint32_t k) {
   lanepool__ring *r = &band->rings[k];
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-  if (lanepool__ring_tail(r, memory_order_relaxed) != h + 1 ||
-      atomic_load_explicit(&band->next[k].value, memory_order_relaxed) != h + 1)
+  /* next[k] first: the tail's line is the one producers CAS at every push. */
+  if (atomic_load_explicit(&band->next[k].value, memory_order_relaxed) != h + 1 ||
+      lanepool__ring_tail(r, memory_order_relaxed) != h + 1)
     return false;
   uint64_t now = lanepool__now_ns();
   if (seen.ring != r || seen.head != h) {
