@@ -817,8 +817,10 @@ typedef struct lanepool_lane_info {
   uint64_t tasks_executed; /* tasks run to completion */
   uint64_t depth;          /* tasks queued now, ring and overflow (approximate) */
   uint64_t overflowed;     /* tasks that went to the overflow list so far */
-  uint64_t busy_ns;        /* time spent draining (from first task found to empty) */
-  int running;             /* 1 until the lane thread has exited */
+  /* time spent draining, from the first task found to empty (found by a spinning
+   * thread: from the spin's last clock read, at most one spin round earlier) */
+  uint64_t busy_ns;
+  int running; /* 1 until the lane thread has exited */
   lanepool_applied_t sched;
   lanepool_applied_t nice;
   lanepool_applied_t ioprio;

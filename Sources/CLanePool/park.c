@@ -229,7 +229,7 @@ bool lanepool__cpus_taken(const lanepool_t *pool) {
   return awake > spinning && awake - spinning >= pool->spin_cpus;
 }
 
-bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
+bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *since) {
   uint32_t budget = lane->fixed_spin ? lane->spin_ns : lane->spin_now;
   bool handed_off = lane->handed_off; /* see below */
   lane->handed_off = false;
@@ -294,6 +294,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding) {
   found = found || (holding && lanepool__lane_has_work(lane)) || work_for(lane);
   /* A spin that found nothing burned CPU for nothing: halve the budget (below 1 us: 0). */
   if (!found) lane->spin_now = budget / 2 >= 1000 ? budget / 2 : 0;
+  *since = found ? last : 0;
   return found;
 }
 

@@ -143,8 +143,9 @@ static void close_exclusion(lanepool_lane_t *me) {
 static void lane_loop(lanepool_lane_t *me) {
   lanepool_t *pool = me->pool;
   lanepool__band *band = &pool->bands[me->band];
-  uint64_t busy_since = 0, busy_from = 0; /* busy since, with `executed` then */
-  bool fair_turn = false;                 /* its lane gave way to one band job */
+  /* busy since (after a spin: its last clock read), and `executed` when it last idled */
+  uint64_t busy_since = 0, busy_from = atomic_load_explicit(&me->executed, memory_order_relaxed);
+  bool fair_turn = false; /* its lane gave way to one band job */
   /* Its own lane's exclusion, kept while its queue is empty and the thread has nothing
    * else to do (it spins holding it): given up before anything else runs and before it
    * parks. A queue that empties between two pushes then costs no CAS and no store on
@@ -160,10 +161,7 @@ static void lane_loop(lanepool_lane_t *me) {
       break;
     }
     bool got = false;
-    if (!busy_since) {
-      busy_since = lanepool__now_ns();
-      busy_from = atomic_load_explicit(&me->executed, memory_order_relaxed);
-    }
+    if (!busy_since) busy_since = lanepool__now_ns();
     if (fair_turn) {
       fair_turn = false;
       got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
@@ -192,10 +190,11 @@ static void lane_loop(lanepool_lane_t *me) {
     }
     if (got) continue;
     /* Nothing to take. */
-    if (atomic_load_explicit(&me->executed, memory_order_relaxed) != busy_from)
-      atomic_fetch_add_explicit(&me->busy_ns, lanepool__now_ns() - busy_since,
-                                memory_order_relaxed);
+    uint64_t ran = atomic_load_explicit(&me->executed, memory_order_relaxed);
+    if (ran != busy_from)
+      lanepool__add_owned(&me->busy_ns, lanepool__now_ns() - busy_since, memory_order_relaxed);
     busy_since = 0;
+    busy_from = ran;
     come_back(me);
     if (lanepool__ring_closed(&me->ring) || me->spare) {
       if (holding) lanepool__excl_release(me);
@@ -219,7 +218,7 @@ static void lane_loop(lanepool_lane_t *me) {
       (void)rescue_look(me);
       continue;
     }
-    if (lanepool__spin_for_work(me, holding)) continue;
+    if (lanepool__spin_for_work(me, holding, &busy_since)) continue;
     if (holding) lanepool__excl_release(me); /* then park's look finds what came since */
     holding = false;
     lanepool__park(me);

@@ -17,7 +17,9 @@ extension LanePool {
     public var depth: UInt64
     /// Tasks that found the ring full and went to the overflow list, since start.
     public var overflowed: UInt64
-    /// Time spent running tasks (from the first task found to the ring being empty).
+    /// Time spent running tasks: from the first task found to the ring being empty (a task
+    /// a spinning thread found counts from the spin's last clock read, at most one spin
+    /// round earlier).
     public var busyTime: Duration
     /// False once the lane thread has exited (after shutdown).
     public var isRunning: Bool
