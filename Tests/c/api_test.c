@@ -816,6 +816,65 @@ static void test_busy_time(void) {
   CHECK_RC(lanepool_destroy(p), 0);
 }
 
+/* A task a spinning thread finds counts from the spin's last clock read (no clock read
+ * between finding and running it), a task found after a park from the wake: either way a
+ * busy period starts after the last one ended, and never counts a park. Checked with
+ * bounds no schedule can break: task B's busy time is at least its 20 ms and at most the
+ * time since A ended (spinning between them), or since B's submit (parked 100 ms first). */
+static _Atomic uint64_t a_ended;
+static void stamp_end_task(void *ctx) {
+  sleep_ms_task(ctx);
+  atomic_store(&a_ended, mono_ns());
+}
+
+static void busy_around(uint32_t spin_ns, bool park_first) {
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = park_first ? "cbusyp" : "cbusys";
+  cfg.lanes_per_band = 1;
+  cfg.fixed_spin = 1;
+  for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) cfg.spin_ns[b] = spin_ns;
+  lanepool_t *p = NULL;
+  CHECK_RC(lanepool_create(&cfg, &p), 0);
+  lanepool_lane_t *lane = NULL;
+  CHECK_RC(lanepool_get_lane(p, LANEPOOL_QOS_DEFAULT, 0, &lane), 0);
+  lanepool_lane_info_t info;
+  atomic_store(&a_ended, 0);
+  CHECK_RC(lanepool_lane_async(lane, stamp_end_task, (void *)(uintptr_t)5), 0);
+  /* A's busy period ends when the lane finds its queue empty: then busy_ns moves. */
+  uint64_t before = 0;
+  for (int i = 0; i < 30000 && !before; i++) {
+    CHECK_RC(lanepool_lane_info(lane, &info), 0);
+    if (info.tasks_executed == 1 && info.busy_ns)
+      before = info.busy_ns;
+    else
+      usleep(100);
+  }
+  CHECK(before != 0);
+  if (park_first) usleep(100000); /* a 100 us spin, then a park of about 100 ms */
+  uint64_t submitted = mono_ns();
+  CHECK_RC(lanepool_lane_async(lane, sleep_ms_task, (void *)(uintptr_t)20), 0);
+  for (int i = 0; i < 30000; i++) {
+    CHECK_RC(lanepool_lane_info(lane, &info), 0);
+    if (info.tasks_executed == 2 && info.busy_ns != before) break;
+    usleep(1000);
+  }
+  uint64_t now = mono_ns(), busy = info.busy_ns - before;
+  uint64_t bound = now - (park_first ? submitted : atomic_load(&a_ended));
+  CHECK(info.tasks_executed == 2);
+  CHECK(busy >= 20000000u && busy <= bound);
+  if (busy < 20000000u || busy > bound)
+    fprintf(stderr, "busy_ns %llu for a 20 ms task, bound %llu (%s)\n", (unsigned long long)busy,
+            (unsigned long long)bound, park_first ? "after a park" : "found spinning");
+  CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK_RC(lanepool_destroy(p), 0);
+}
+
+static void test_busy_time_spin(void) {
+  busy_around(2000000000u, false); /* spins up to 2 s: B is found spinning */
+  busy_around(100000u, true);
+}
+
 int main(void) {
   test_struct_size();
   test_bad_input();
@@ -830,6 +889,7 @@ int main(void) {
   test_default_log_callback_may_use_the_default_pool();
   test_next_other_lane();
   test_busy_time();
+  test_busy_time_spin();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
