@@ -820,7 +820,8 @@ static void test_busy_time(void) {
  * between finding and running it), a task found after a park from the wake: either way a
  * busy period starts after the last one ended, and never counts a park. Checked with
  * bounds no schedule can break: task B's busy time is at least its 20 ms and at most the
- * time since A ended (spinning between them), or since B's submit (parked 100 ms first). */
+ * time since A ended (spinning between them), or since B's submit (the lane seen parked
+ * in /proc first). */
 static _Atomic uint64_t a_ended;
 static void stamp_end_task(void *ctx) {
   sleep_ms_task(ctx);
@@ -851,7 +852,11 @@ static void busy_around(uint32_t spin_ns, bool park_first) {
       usleep(100);
   }
   CHECK(before != 0);
-  if (park_first) usleep(100000); /* a 100 us spin, then a park of about 100 ms */
+  if (park_first) { /* a 100 us spin, then parked (polled), and 100 ms more asleep */
+    for (int i = 0; i < 30000 && !thread_blocked(info.tid); i++) usleep(1000);
+    CHECK(thread_blocked(info.tid));
+    usleep(100000); /* (no verdict waits on it: it makes a counted park show) */
+  }
   uint64_t submitted = mono_ns();
   CHECK_RC(lanepool_lane_async(lane, sleep_ms_task, (void *)(uintptr_t)20), 0);
   for (int i = 0; i < 30000; i++) {
