@@ -269,11 +269,6 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *sinc
         lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||
         lanepool__cpus_taken(lane->pool))
       break;
-    uint64_t t = lanepool__now_ns();
-    /* Past the budget; or preempted: no CPU is idle, and work sent here would wait for
-     * this thread to be scheduled again. Either way, park. */
-    if (t >= deadline || t - last >= LANEPOOL__SPIN_PREEMPTED_NS) break;
-    last = t;
     /* Cede the core to a runnable producer, if any, not counted as spinning meanwhile:
      * a yielded spinner may wait milliseconds behind another band's thread, and a push
      * that saw it counted would wake no one (pair 2 holds: the next turn looks again). */
@@ -282,6 +277,11 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *sinc
     atomic_fetch_add_explicit(&band->spinning, 1, memory_order_seq_cst);
     if (me && atomic_load_explicit(warm, memory_order_relaxed) == 0)
       atomic_store_explicit(warm, me, memory_order_relaxed);
+    /* Past the budget, or preempted (no CPU idle: work sent here would wait): park. Read
+     * after the yield: a task found next counts as busy from here on (*since). */
+    uint64_t t = lanepool__now_ns(), was = last;
+    last = t;
+    if (t >= deadline || t - was >= LANEPOOL__SPIN_PREEMPTED_NS) break;
   }
   uint32_t offered = me;
   if (me)

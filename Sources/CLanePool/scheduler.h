@@ -161,7 +161,7 @@ int lanepool__lane_push_n(lanepool_lane_t *lane, lanepool_fn fn, void *const *ct
 int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *ctx, void *arg,
                         unsigned flags);
 /* Spins up to the thread's budget for work (`holding`: it holds its own lane); true if
- * some showed up, then *since: a time at most one round before (no clock read then). */
+ * some showed up, then *since: a time at most one round of polls before (no clock read). */
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *since);
 /* The pool's lanes running tasks (awake, neither spinning nor parked) are at least the
  * CPUs it may use: a thread then parks rather than spin. */
