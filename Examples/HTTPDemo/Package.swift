@@ -8,7 +8,9 @@ let package = Package(
   name: "HTTPDemo",
   platforms: [.macOS(.v15)],
   dependencies: [
-    .package(name: "LanePool", path: "../.."),
+    // With the NIOPeer trait: .ci/run builds lanepool-bench's SwiftNIO rows (W9) here, on
+    // the SwiftNIO this package builds anyway. DemoServer itself does not use it.
+    .package(name: "LanePool", path: "../..", traits: [.defaults, "NIOPeer"]),
     .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     // Hummingbird's own SwiftNIO, named for the server's event loop group.
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
