@@ -107,14 +107,18 @@ let package = Package(
     ),
     .testTarget(
       name: "LanePoolServerTests",
+      // Without the Server trait (`swift test --disable-default-traits`) these tests build
+      // empty, and no server package is built (CI's ASan run).
       dependencies: [
-        "LanePoolServer", "LanePool", "LanePoolTestSupport",
-        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-        .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
-        .product(name: "Logging", package: "swift-log"),
-        .product(name: "Metrics", package: "swift-metrics"),
-        .product(name: "MetricsTestKit", package: "swift-metrics"),
-        .product(name: "Prometheus", package: "swift-prometheus"),
+        "LanePool", "LanePoolTestSupport",
+        .target(name: "LanePoolServer", condition: .when(traits: ["Server"])),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
+        .product(
+          name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
+        .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Server"])),
+        .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Server"])),
+        .product(name: "MetricsTestKit", package: "swift-metrics", condition: .when(traits: ["Server"])),
+        .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Server"])),
       ],
       swiftSettings: [.swiftLanguageMode(.v6)]
     ),
