@@ -485,23 +485,25 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
                                .sched_runtime = is_rt((int)p->sched) ? 0 : p->slice_ns};
   if (lanepool__set_attr((pid_t)tid, &attr) == 0) {
     c->rt = c->rt || is_rt((int)p->sched);
+    c->sched_set = true;
   } else { /* as boost_apply, without privilege: */
     int cur = lanepool__get_nice((pid_t)tid), nice = permitted_nice(pool, p->nice, cur);
     attr.sched_policy = is_rt((int)p->sched) ? SCHED_OTHER : p->sched;
     attr.sched_priority = 0;
     attr.sched_nice = nice;
     attr.sched_runtime = p->slice_ns;
-    if (nice < cur &&
-        (only_nice_drops(pool, nice, p->nice) || lanepool__set_attr((pid_t)tid, &attr) != 0))
-      (void)lanepool__set_nice((pid_t)tid, nice); /* the nice alone */
+    if (nice < cur && ((!only_nice_drops(pool, nice, p->nice) && !lanepool__set_attr(tid, &attr)) ||
+                       !lanepool__set_nice((pid_t)tid, nice))) /* else the nice alone */
+      c->sched_set = true;
   }
   if (p->ioprio_class != LANEPOOL_IOPRIO_NONE) {
     int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
     int now = lanepool__get_ioprio((pid_t)tid);
+    int be = lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level);
     if (now >= 0 && ioprio_rank(value, 0) < ioprio_rank(now, c->saved.sched_nice) &&
-        lanepool__set_ioprio((pid_t)tid, value) != 0 && p->ioprio_class == LANEPOOL_IOPRIO_RT)
-      (void)lanepool__set_ioprio((pid_t)tid,
-                                 lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
+        (!lanepool__set_ioprio(tid, value) ||
+         (p->ioprio_class == LANEPOOL_IOPRIO_RT && !lanepool__set_ioprio(tid, be))))
+      c->ioprio_set = true;
   }
   c->band = band + 1;
 }
@@ -571,13 +573,13 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     carrier_sync(lane, atomic_load_explicit(&lane->boost_band, memory_order_relaxed));
   }
   pthread_mutex_unlock(&lane->boost_lock);
-  if (c.band && c.home) { /* its own lane's band, as that lane has it now */
+  if (c.band && c.home && (c.sched_set || c.ioprio_set)) { /* its lane's band, as it is now */
     boost_set(c.home, true);
     uint64_t slack = c.home->applied.timer_slack.requested != -1
                          ? (uint64_t)c.home->applied.timer_slack.got
                          : c.saved_slack;
     if (c.rt && slack) (void)lanepool__set_slack(slack);
-  } else if (c.band) {
+  } else if (c.band && !c.home) {
     bool had = owed->band != 0;
     if (!had || strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
                     strength(owed->saved.sched_policy, owed->saved.sched_priority,
@@ -587,6 +589,8 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     }
     if (c.rt && (!owed->rt || !owed->saved_slack)) owed->saved_slack = c.saved_slack;
     owed->rt = owed->rt || c.rt;
+    owed->sched_set |= c.sched_set;
+    owed->ioprio_set |= c.ioprio_set;
     owed->band = 1;
   }
   if (owed->band && !holds_more) { /* what it had: policy, RESET_ON_FORK, nice, slice */
@@ -595,12 +599,14 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     uint64_t slice = owed->saved.sched_runtime;
     owed->saved.sched_runtime = 0;
     lanepool__sched_attr now;
-    if (lanepool__set_attr(0, &owed->saved) == 0 && !is_rt((int)owed->saved.sched_policy) &&
-        lanepool__get_attr(0, &now) == 0 && now.sched_runtime != slice) {
+    if (owed->sched_set && lanepool__set_attr(0, &owed->saved) == 0 &&
+        !is_rt((int)owed->saved.sched_policy) && lanepool__get_attr(0, &now) == 0 &&
+        now.sched_runtime != slice) {
       owed->saved.sched_runtime = slice;
       (void)lanepool__set_attr(0, &owed->saved);
     }
-    if (owed->saved_ioprio >= 0) (void)lanepool__set_ioprio(0, owed->saved_ioprio);
+    if (owed->ioprio_set && owed->saved_ioprio >= 0)
+      (void)lanepool__set_ioprio(0, owed->saved_ioprio);
     if (owed->rt && owed->saved_slack) (void)lanepool__set_slack(owed->saved_slack);
     memset(owed, 0, sizeof *owed);
   }

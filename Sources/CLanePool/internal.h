@@ -71,7 +71,7 @@ typedef struct lanepool__sched_attr {
 typedef struct lanepool__carrier {
   uint32_t band;
   struct lanepool_lane *home;
-  bool rt;
+  bool rt, sched_set, ioprio_set; /* sched_set, ioprio_set: what a raise changed (put back) */
   int saved_ioprio;
   uint64_t saved_slack;
   lanepool__sched_attr saved;
@@ -185,8 +185,7 @@ struct lanepool_lane {
   /* Threads waiting for a sync queued here that run the lane's queue themselves once it
    * is free (sync.c, help_until_answered), and the futex word they wait on: bumped when
    * the lane is given up with work queued, when a sync here ends and when a waiter's
-   * chain changes.
-   * [atomic: seq_cst] */
+   * chain changes. [atomic: seq_cst] */
   _Atomic uint32_t helpers;
   _Atomic uint32_t help_seq;
 
@@ -417,8 +416,7 @@ static inline bool lanepool__life_open(const lanepool_t *pool) {
          LANEPOOL__LIFE_OPEN;
 }
 
-/* thread.c: futex waits (they return on a wake, a signal or a changed word: callers loop)
- * and wakes. */
+/* thread.c: futex waits (return on a wake, a signal or a changed word: callers loop), wakes. */
 void lanepool__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 /* As lanepool__futex_wait, for at most `ns`; true if the time ran out. */
 bool lanepool__futex_wait_for(_Atomic uint32_t *word, uint32_t expected, uint64_t ns);
@@ -446,8 +444,7 @@ static inline void lanepool__drain_idle(lanepool_t *pool) {
   lanepool__futex_wake(&pool->drain_events, INT32_MAX);
 }
 
-/* A spinning thread parks when it was preempted (two polls this far apart: no CPU is
- * idle). */
+/* A spinning thread parks when preempted (two polls this far apart: no CPU is idle). */
 #define LANEPOOL__SPIN_PREEMPTED_NS 50000u
 
 /* A band's rescue thread runs band work, or a lane's queue, that has waited this long

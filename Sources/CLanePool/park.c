@@ -42,8 +42,7 @@ static inline void note_waker(lanepool_lane_t *lane) {
 
 bool lanepool__wake_thread(lanepool_lane_t *lane, bool note) {
   LANEPOOL_INJECT(LANEPOOL__AT_WAKE);
-  /* seq_cst load: see the pairs above; the CAS makes exactly one waker pay for the
-   * syscall. */
+  /* seq_cst load: see the pairs above; the CAS makes one waker alone pay for the syscall. */
   uint32_t parked = LANE_PARKED;
   if (atomic_load_explicit(&lane->sleeping, memory_order_seq_cst) == LANE_PARKED &&
       atomic_compare_exchange_strong_explicit(&lane->sleeping, &parked, LANE_AWAKE,
@@ -287,8 +286,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *sinc
   if (me)
     atomic_compare_exchange_strong_explicit(warm, &offered, 0, memory_order_relaxed,
                                             memory_order_relaxed);
-  /* No longer a spinner, then one more look (pair 2): a push that saw this spinner
-   * woke no one. */
+  /* No longer a spinner, then one more look (pair 2): a push that saw it woke no one. */
   atomic_fetch_sub_explicit(&band->spinning, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(spinners, 1, memory_order_relaxed);
   found = found || (holding && lanepool__lane_has_work(lane)) || work_for(lane);

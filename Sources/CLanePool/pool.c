@@ -384,8 +384,7 @@ static int env_number(const char *name, uint64_t max, uint32_t *out) {
   return 0;
 }
 
-/* Variable `name` as one of two words: *out 0 or 1, -1 when unset or empty; EINVAL for
- * anything else. */
+/* Variable `name` as one of two words: *out 0 or 1, -1 when unset or empty; else EINVAL. */
 static int env_choice(const char *name, const char *word0, const char *word1, int *out) {
   const char *v = getenv(name);
   *out = !v || !v[0] ? -1 : strcmp(v, word0) == 0 ? 0 : strcmp(v, word1) == 0 ? 1 : -2;

@@ -1043,11 +1043,22 @@ static struct {
   attrs_t before, after;
 } borrow;
 
+/* Scheduling calls the borrower's thread makes while it gives the lane up (from the end
+ * of its closure to its sync's return): counted while `giving_back` is set there. */
+static __thread bool giving_back;
+static _Atomic int giveback_calls;
+static void count_giveback(const char *point, lanepool_lane_t *lane, long arg) {
+  (void)lane;
+  (void)arg;
+  if (giving_back && strcmp(point, "sched_syscall") == 0) atomic_fetch_add(&giveback_calls, 1);
+}
+
 static void borrowed_closure(void *ctx) {
   (void)ctx;
   atomic_store(&borrow.in_closure, 1);
   hold_until(&gate);
   note((void *)(intptr_t)1); /* before the waiter's closure */
+  giving_back = true;
 }
 
 static void *borrower_thread(void *arg) {
@@ -1057,6 +1068,7 @@ static void *borrower_thread(void *arg) {
   atomic_store(&borrow.tid, gettid_());
   attrs_of(gettid_(), &borrow.before);
   atomic_store(&borrow.rc, lanepool_lane_sync(borrow.lane, borrowed_closure, NULL));
+  giving_back = false;
   attrs_of(gettid_(), &borrow.after);
   lanepool_thread_restore(&t);
   return NULL;
@@ -1099,8 +1111,22 @@ static void test_inline_borrower_boosted(void) {
   if (!raised)
     fprintf(stderr, "[%s] borrower nice %d (before %d) policy %d, lane band %u\n", current_test,
             nice_of(bt), borrow.before.nice, policy_of(bt), atomic_load(&bg->boost_band));
+  /* A raise that could change no CPU setting (no privilege, no room under RLIMIT_NICE)
+   * is not undone with scheduling calls when the lane is given up: only the I/O priority,
+   * if the raise changed it. */
+  bool cpu_unchanged = mode != MODE_ROOT && want_nice >= borrow.before.nice;
+  int io_raised = lanepool__get_ioprio(bt) != borrow.before.ioprio;
+  atomic_store(&giveback_calls, 0);
+  atomic_store(&lanepool__test_point, count_giveback);
   atomic_store(&gate, 1);
   pthread_join(b, NULL);
+  atomic_store(&lanepool__test_point, NULL);
+  if (cpu_unchanged) {
+    CHECK(atomic_load(&giveback_calls) == io_raised);
+    if (atomic_load(&giveback_calls) != io_raised)
+      fprintf(stderr, "[%s] %d scheduling calls to give the lane back (I/O priority raised: %d)\n",
+              current_test, atomic_load(&giveback_calls), io_raised);
+  }
   pthread_join(w_th, NULL);
   CHECK_RC(atomic_load(&borrow.rc), 0);
   CHECK_RC(w.rc, 0);
