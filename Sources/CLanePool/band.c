@@ -573,13 +573,14 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     carrier_sync(lane, atomic_load_explicit(&lane->boost_band, memory_order_relaxed));
   }
   pthread_mutex_unlock(&lane->boost_lock);
-  if (c.band && c.home && (c.sched_set || c.ioprio_set)) { /* its lane's band, as it is now */
+  if (!c.sched_set && !c.ioprio_set) c.band = 0; /* a raise that changed nothing: no undo */
+  if (c.band && c.home) {                        /* its own lane's band, as that lane has it now */
     boost_set(c.home, true);
     uint64_t slack = c.home->applied.timer_slack.requested != -1
                          ? (uint64_t)c.home->applied.timer_slack.got
                          : c.saved_slack;
     if (c.rt && slack) (void)lanepool__set_slack(slack);
-  } else if (c.band && !c.home) {
+  } else if (c.band) {
     bool had = owed->band != 0;
     if (!had || strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
                     strength(owed->saved.sched_policy, owed->saved.sched_priority,

@@ -104,8 +104,7 @@ typedef struct lanepool__sync {
 void lanepool__chain_listen(lanepool__sync *s);
 void lanepool__chain_unlisten(lanepool__sync *s);
 void lanepool__sync_trampoline(void *arg);
-/* The lane's queued cell of sync `s` runs nothing (its waiter's thread ended; the caller
- * holds the lane). */
+/* The lane's queued cell of sync `s` runs nothing (its waiter's thread ended; caller holds it). */
 void lanepool__lane_forget_sync(lanepool_lane_t *lane, const lanepool__sync *s);
 uint64_t lanepool__now_ns(void);
 uint64_t lanepool__add_sat(uint64_t a, uint64_t b);

@@ -1115,6 +1115,7 @@ static void test_inline_borrower_boosted(void) {
    * is not undone with scheduling calls when the lane is given up: only the I/O priority,
    * if the raise changed it. */
   bool cpu_unchanged = mode != MODE_ROOT && want_nice >= borrow.before.nice;
+  if (cpu_unchanged) POLL_WHILE(atomic_load(&bg->carried) != (uint32_t)bt); /* raise recorded */
   int io_raised = lanepool__get_ioprio(bt) != borrow.before.ioprio;
   atomic_store(&giveback_calls, 0);
   atomic_store(&lanepool__test_point, count_giveback);
