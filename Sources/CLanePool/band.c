@@ -500,9 +500,11 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
     int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
     int now = lanepool__get_ioprio((pid_t)tid);
     int be = lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level);
-    if (now >= 0 && ioprio_rank(value, 0) < ioprio_rank(now, c->saved.sched_nice) &&
+    int rank = now >= 0 ? ioprio_rank(now, c->saved.sched_nice) : -1;
+    if (ioprio_rank(value, 0) < rank &&
         (!lanepool__set_ioprio(tid, value) ||
-         (p->ioprio_class == LANEPOOL_IOPRIO_RT && !lanepool__set_ioprio(tid, be))))
+         (p->ioprio_class == LANEPOOL_IOPRIO_RT && ioprio_rank(be, 0) < rank &&
+          !lanepool__set_ioprio(tid, be))))
       c->ioprio_set = true;
   }
   c->band = band + 1;
@@ -582,12 +584,13 @@ void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_mor
     if (c.rt && slack) (void)lanepool__set_slack(slack);
   } else if (c.band) {
     bool had = owed->band != 0;
-    if (!had || strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
-                    strength(owed->saved.sched_policy, owed->saved.sched_priority,
-                             owed->saved.sched_nice)) {
+    if (!had || ioprio_rank(c.saved_ioprio, c.saved.sched_nice) >
+                    ioprio_rank(owed->saved_ioprio, owed->saved.sched_nice))
+      owed->saved_ioprio = c.saved_ioprio; /* each the weakest: what it had first */
+    if (!had ||
+        strength(c.saved.sched_policy, c.saved.sched_priority, c.saved.sched_nice) <
+            strength(owed->saved.sched_policy, owed->saved.sched_priority, owed->saved.sched_nice))
       owed->saved = c.saved;
-      owed->saved_ioprio = c.saved_ioprio;
-    }
     if (c.rt && (!owed->rt || !owed->saved_slack)) owed->saved_slack = c.saved_slack;
     owed->rt = owed->rt || c.rt;
     owed->sched_set |= c.sched_set;

@@ -1074,6 +1074,64 @@ static void *borrower_thread(void *arg) {
   return NULL;
 }
 
+/* ---- a carrier raised to a band whose I/O class is real-time, where the kernel refuses
+ * it (unprivileged): the best-effort fallback never lowers what the carrier has (here
+ * best-effort 0, above the fallback's 4); as root it gets real-time 4. Put back exactly
+ * either way ---- */
+
+static void *io_borrower_thread(void *arg) {
+  (void)arg;
+  (void)lanepool__set_ioprio(0, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, 0));
+  atomic_store(&borrow.tid, gettid_());
+  attrs_of(gettid_(), &borrow.before);
+  atomic_store(&borrow.rc, lanepool_lane_sync(borrow.lane, borrowed_closure, NULL));
+  giving_back = false;
+  attrs_of(gettid_(), &borrow.after);
+  return NULL;
+}
+
+static void test_carrier_io_fallback_never_lowers(void) {
+  current_test = "carrier_io_fallback_never_lowers";
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "esc-iort";
+  cfg.lanes_per_band = 1;
+  cfg.log = count_log;
+  cfg.policy[0].ioprio_class = LANEPOOL_IOPRIO_RT;
+  cfg.policy[0].ioprio_level = 4;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
+  lanepool_lane_t *bg = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  memset(&borrow, 0, sizeof borrow);
+  borrow.lane = bg;
+  atomic_store(&borrow.rc, -1);
+  atomic_store(&gate, 0);
+  atomic_store(&order_len, 0);
+  pthread_t b, w_th;
+  CHECK_RC(pthread_create(&b, NULL, io_borrower_thread, NULL), 0);
+  POLL_WHILE(!atomic_load(&borrow.in_closure));
+  pid_t bt = (pid_t)atomic_load(&borrow.tid);
+  waiter_t w = {bg, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
+  CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
+  POLL_WHILE(atomic_load(&bg->carried) != (uint32_t)bt); /* the raise recorded */
+  CHECK(atomic_load(&bg->carried) == (uint32_t)bt);
+  int io = lanepool__get_ioprio(bt);
+  int want = mode == MODE_ROOT ? lanepool__ioprio_value(LANEPOOL_IOPRIO_RT, 4)
+                               : lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, 0);
+  CHECK(io == want);
+  if (io != want)
+    fprintf(stderr, "[%s] carrier I/O priority %#x, expected %#x\n", current_test, io, want);
+  atomic_store(&gate, 1);
+  pthread_join(b, NULL);
+  pthread_join(w_th, NULL);
+  CHECK_RC(atomic_load(&borrow.rc), 0);
+  CHECK_RC(w.rc, 0);
+  CHECK(attrs_equal(&borrow.before, &borrow.after));
+  CHECK(atomic_load(&bg->carried) == 0 && unboosted(bg));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 static void test_inline_borrower_boosted(void) {
   current_test = "inline_borrower_boosted";
   lanepool_t *pool = escalation_pool("esc17");
@@ -1216,6 +1274,65 @@ static void test_nested_borrower_restored(void) {
   if (!attrs_equal(&nest.before, &nest.after))
     fprintf(stderr, "[%s] after: nice %d policy %d (before %d %d)\n", current_test, nest.after.nice,
             nest.after.policy, nest.before.nice, nest.before.policy);
+  CHECK(unboosted(nest.outer) && unboosted(nest.inner));
+  CHECK(atomic_load(&nest.outer->carried) == 0 && atomic_load(&nest.inner->carried) == 0);
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- the same nesting raised outer lane first, from a plain thread (nice 0) at I/O
+ * best-effort 7: a userInitiated waiter on the outer lane (I/O 7 -> 2), then a
+ * userInteractive one on the inner lane (2 -> 0). The borrower ends with the I/O priority
+ * it had before the first raise, the weakest of its records', not the inner record's:
+ * unprivileged neither raise can change its CPU settings, so both records hold the same
+ * ones, which decided it before ---- */
+
+static void *nest_io_thread(void *arg) {
+  (void)arg;
+  (void)lanepool__set_ioprio(0, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, 7));
+  atomic_store(&nest.tid, gettid_());
+  attrs_of(gettid_(), &nest.before);
+  lanepool_lane_sync(nest.outer, nest_outer, NULL);
+  attrs_of(gettid_(), &nest.after);
+  return NULL;
+}
+
+static bool wait_ioprio(pid_t tid, int value) {
+  for (int i = 0; i < 10000; i++) {
+    if (lanepool__get_ioprio(tid) == value) return true;
+    nap_us(1000);
+  }
+  return false;
+}
+
+static void test_nested_borrower_io_restored(void) {
+  current_test = "nested_borrower_io_restored";
+  lanepool_t *pool = escalation_pool("esc19io");
+  memset(&nest, 0, sizeof nest);
+  nest.outer = lane_of(pool, LANEPOOL_QOS_UTILITY);
+  nest.inner = lane_of(pool, LANEPOOL_QOS_BACKGROUND);
+  atomic_store(&gate, 0);
+  pthread_t t, w1, w2;
+  CHECK_RC(pthread_create(&t, NULL, nest_io_thread, NULL), 0);
+  POLL_WHILE(!atomic_load(&nest.in_inner));
+  pid_t bt = (pid_t)atomic_load(&nest.tid);
+  CHECK(atomic_load(&nest.in_inner) && nest.before.ioprio == lanepool__ioprio_value(2, 7));
+  waiter_t a = {nest.outer, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1, 0}};
+  CHECK_RC(pthread_create(&w1, NULL, waiter_thread, &a), 0);
+  CHECK(wait_ioprio(bt, lanepool__ioprio_value(2, 2))); /* raised for the outer lane */
+  waiter_t b = {nest.inner, LANEPOOL_QOS_USER_INTERACTIVE, -1, {99, -1, 0}};
+  CHECK_RC(pthread_create(&w2, NULL, waiter_thread, &b), 0);
+  CHECK(wait_ioprio(bt, lanepool__ioprio_value(2, 0))); /* and for the inner one */
+  atomic_store(&gate, 1);
+  pthread_join(t, NULL);
+  pthread_join(w1, NULL);
+  pthread_join(w2, NULL);
+  CHECK_RC(a.rc, 0);
+  CHECK_RC(b.rc, 0);
+  CHECK(attrs_equal(&nest.before, &nest.after));
+  if (!attrs_equal(&nest.before, &nest.after))
+    fprintf(stderr, "[%s] after: nice %d policy %d io %d (before %d %d %d)\n", current_test,
+            nest.after.nice, nest.after.policy, nest.after.ioprio, nest.before.nice,
+            nest.before.policy, nest.before.ioprio);
   CHECK(unboosted(nest.outer) && unboosted(nest.inner));
   CHECK(atomic_load(&nest.outer->carried) == 0 && atomic_load(&nest.inner->carried) == 0);
   CHECK_RC(lanepool_destroy(pool), 0);
@@ -2037,8 +2154,10 @@ static void run_suite(void) {
   test_helper_thread_ended(true);
   test_inline_chain_counts_the_callers_band();
   test_inline_borrower_boosted();
+  test_carrier_io_fallback_never_lowers();
   test_adopting_thread_boosted();
   test_nested_borrower_restored();
+  test_nested_borrower_io_restored();
   test_chain_rewalked(true);
   test_chain_rewalked(false);
   test_realtime_boost_keeps_slack();
