@@ -571,8 +571,9 @@ LANEPOOL_API int lanepool_lane_for_key(lanepool_t *pool, lanepool_qos_t qos, uin
 
 /** The lane whose task the calling thread runs: the lane whose queue it runs now (its
  *  own, another whose thread is away, or the lane of an inline sync closure), or, while
- *  it runs band work, the lane of its thread (a rescue lane too, lanepool_rescue_lane),
- *  which it does not hold then: use lanepool_lane_held_here() to ask that. 0, EINVAL
+ *  it runs band work, the lane of its thread (a rescue lane too, lanepool_rescue_lane;
+ *  a lane of a lower band for a job it runs lifted, docs/priorities.md), which it does
+ *  not hold then: use lanepool_lane_held_here() to ask that. 0, EINVAL
  *  (NULL out) or ESRCH (the caller is not a lane thread, nor in an inline closure). */
 LANEPOOL_API int lanepool_current_lane(lanepool_lane_t **out);
 

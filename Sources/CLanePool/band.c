@@ -539,11 +539,14 @@ static void boost_set(lanepool_lane_t *lane, bool refresh) {
   pthread_mutex_lock(&lane->boost_lock);
   uint32_t had = atomic_load_explicit(&lane->boost_band, memory_order_relaxed);
   uint32_t want = refresh ? had : wanted_band(lane);
+  uint32_t lift = atomic_load_explicit(&lane->lift, memory_order_relaxed);
+  uint32_t run = lift < want ? lift : want; /* the thread's: the lane's, or its job's */
   if (refresh) memset(&lane->boost_now, 0, sizeof lane->boost_now);
-  if (want != had || refresh) {
+  if (run != lane->run_band || refresh) {
     pid_t tid = (pid_t)atomic_load_explicit(&lane->tid, memory_order_acquire);
     /* 0: not started yet, or left; a successor re-applies the boost (escalation, above). */
-    if (tid) boost_apply(lane, tid, want, log_line, sizeof log_line);
+    if (tid) boost_apply(lane, tid, run, log_line, sizeof log_line);
+    lane->run_band = run;
   }
   if (want != had) {
     atomic_store_explicit(&lane->boost_band, want, memory_order_seq_cst); /* (tell_chain) */
@@ -557,6 +560,19 @@ static void boost_set(lanepool_lane_t *lane, bool refresh) {
 }
 
 void lanepool__boost_update(lanepool_lane_t *lane) { boost_set(lane, false); }
+
+uint32_t lanepool__lift_bands(const lanepool_t *pool) {
+  bool cap = lanepool__has_cap_sys_nice();
+  int floor = lanepool__nice_floor();
+  uint32_t ok = 0;
+  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT && lanepool__escalation_on(); b++) {
+    const lanepool_lane_t *l = pool->lanes[b * pool->lanes_per_band];
+    ok |= (uint32_t)(!l->applied.sched.error && !l->applied.nice.error &&
+                     (cap || l->policy.nice >= floor))
+          << b;
+  }
+  return ok;
+}
 
 /* A thread outside the pool that carried lanes nested (an inline closure inside an
  * inline closure) gets back the weakest settings their records saved: what it had
@@ -628,6 +644,8 @@ void lanepool__lane_thread_leaving(lanepool_lane_t *lane) {
 void lanepool__boost_thread_started(lanepool_lane_t *lane) {
   pthread_mutex_lock(&lane->boost_lock);
   atomic_store_explicit(&lane->boost_band, lane->band, memory_order_relaxed);
+  atomic_store_explicit(&lane->lift, LANEPOOL_BAND_COUNT, memory_order_relaxed);
+  lane->run_band = lane->band;
   /* A new thread: nothing known of what it has; the first update sets it all. */
   memset(&lane->boost_now, 0, sizeof lane->boost_now);
   pthread_mutex_unlock(&lane->boost_lock);

@@ -194,6 +194,7 @@ struct lanepool_lane {
   /* [cons] a task this thread ran submitted work to another thread of the pool: the next
    * spin may go past the spinner cap (the reply is likely to come soon). */
   bool handed_off;
+  uint32_t lift_hint; /* [cons] bit b: its tasks pushed band b's work since it last looked */
   /* [cons, atomic: release store after each task; acquire by the info and the stall
    * detector] tasks this thread finished (returned, or ended their thread) */
   _Atomic uint64_t executed;
@@ -266,6 +267,10 @@ struct lanepool_lane {
   /* The band the lane's thread runs at now: its own, or a waiter's (lower index).
    * [boost_lock for writes; atomic: relaxed reads] */
   _Atomic uint32_t boost_band;
+  /* The band of a job its thread runs lifted (worker.c), else LANEPOOL_BAND_COUNT [its
+   * thread, relaxed]; the band the thread was set to, the higher of the two [boost_lock] */
+  _Atomic uint32_t lift;
+  uint32_t run_band;
   lanepool__boost_now boost_now; /* [boost_lock] */
   /* 1 while a boost holds the thread at a real-time policy, 2 once it left it: Linux
    * zeroes a thread's timer slack on entering one and gives it the default back on
@@ -373,8 +378,9 @@ struct lanepool {
 
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
-  uint32_t max_spinners; /* [once] */
-  int nice_shift;        /* added to each band's nice (LANEPOOL_NICE_SHIFT) [once] */
+  uint32_t max_spinners;    /* [once] */
+  _Atomic uint32_t lift_ok; /* bit b: band b's jobs may be lifted (run_lifted) [relaxed] */
+  int nice_shift;           /* added to each band's nice (LANEPOOL_NICE_SHIFT) [once] */
   /* The low-latency interactive band's own spinners, counted like `spinners` with a
    * cap of 1. [atomic: relaxed; a soft limit] */
   _Atomic uint32_t interactive_spinner;
@@ -537,6 +543,9 @@ bool lanepool__boost_join(lanepool_lane_t *lane, int band, _Atomic uint32_t *tic
 /* false with LANEPOOL_ESCALATION=0 in the environment (read once). */
 bool lanepool__escalation_on(void);
 void lanepool__boost_update(lanepool_lane_t *lane);
+/* pool->lift_ok: escalation on, the band's lanes got its policy and nice, and the
+ * process may lower a nice that far (read once, after the lanes started). */
+uint32_t lanepool__lift_bands(const lanepool_t *pool);
 /* The holder of `lane`'s exclusion, thread `self`, has given it up with a carrier
  * recorded (lane->carried nonzero) or settings owed: if the record is its own, it takes
  * back what it had, at once for a thread of the pool, else once `holds_more` is false

@@ -73,6 +73,8 @@ lanepool_lane_t *lanepool__lane_new(lanepool_t *pool, uint32_t band, uint32_t in
   lane->policy.nice = nice > 19 ? 19 : nice;
   lane->generation = pool->generation;
   atomic_init(&lane->boost_band, band);
+  atomic_init(&lane->lift, LANEPOOL_BAND_COUNT);
+  lane->run_band = band;
 
   /* "<pool>-<band>-<i>" within the kernel's 15 visible bytes; "<pool>-<band>-r" for the
    * band's rescue lane (index lanes_per_band). */

@@ -179,7 +179,10 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
   if (rc) return rc;
   lanepool__band_wake(pool, b); /* pair 2 */
   lanepool_lane_t *cur = lanepool__thread_lane;
-  if (cur && cur->pool == pool) cur->handed_off = true;
+  if (cur && cur->pool == pool) {
+    cur->handed_off = true;
+    if (b < cur->band) cur->lift_hint |= 1u << b;
+  }
   return 0;
 }
 
@@ -200,6 +203,18 @@ static bool orphan_waits(lanepool_lane_t *me) {
 
 bool lanepool__band_waits(lanepool_lane_t *me) {
   return lanepool__bandq_nonempty(&me->pool->bands[me->band]) || orphan_waits(me);
+}
+
+int lanepool__lift_waits(lanepool_lane_t *me) {
+  uint32_t ok = me->lift_hint & atomic_load_explicit(&me->pool->lift_ok, memory_order_relaxed);
+  for (uint32_t b = 0; ok && b < me->band; b++) {
+    lanepool__band *band = &me->pool->bands[b];
+    if ((ok >> b & 1u) && atomic_load_explicit(&band->spinning, memory_order_relaxed) == 0 &&
+        lanepool__bandq_takeable(band, me->index))
+      return (int)b;
+  }
+  me->lift_hint = 0;
+  return -1;
 }
 
 /* Work this thread may take: its lane's (free), the band's, a lane whose thread is away. */
@@ -266,7 +281,7 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *sinc
     }
     if (found || lanepool__ring_closed(&lane->ring) ||
         lanepool__bandq_takeable(band, lane->index) || orphan_waits(lane) ||
-        lanepool__cpus_taken(lane->pool))
+        lanepool__cpus_taken(lane->pool) || (found = lanepool__lift_waits(lane) >= 0))
       break;
     /* Cede the core to a runnable producer, if any, not counted as spinning meanwhile:
      * a yielded spinner may wait milliseconds behind another band's thread, and a push
@@ -356,7 +371,8 @@ void lanepool__park(lanepool_lane_t *lane) {
   while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE)
     lanepool__futex_wait(&lane->sleeping, v);
   atomic_fetch_sub_explicit(idle, 1, memory_order_seq_cst);
-  adapt_after_park(lane, lanepool__now_ns() - t0);
+  /* (Woken for work another thread took first, a lifter say: no reason to spin longer.) */
+  if (work_for(lane)) adapt_after_park(lane, lanepool__now_ns() - t0);
   unsigned yielded = yield_to_waker(lane);
   LANEPOOL__TRACE(UNPARK, lane, yielded, NULL, NULL);
 }

@@ -308,6 +308,7 @@ static int create_pool(const lanepool_config_t *cfg, int is_default, lanepool_t 
   uint32_t placed = pool->rescue_cpu_count ? pool->rescue_cpu_count : pool->allowed_count;
   pool->spin_cpus = placed < quota ? placed : quota;
   if ((rc = lanes_start(pool))) goto fail_free;
+  atomic_store_explicit(&pool->lift_ok, lanepool__lift_bands(pool), memory_order_relaxed);
   if (cfg->stall_threshold_ns && (rc = lanepool__timers_start(pool))) goto fail_join;
   lanepool__registry_add(pool);
   if (!is_default) log_refusals(pool);

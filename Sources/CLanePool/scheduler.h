@@ -170,6 +170,10 @@ void lanepool__park_rescue(lanepool_lane_t *lane);
 /* Work waits for any thread of the band but `me`'s own lane: band jobs, or a lane (the
  * rescue lane too) whose thread is away with work queued (seq_cst loads). */
 bool lanepool__band_waits(lanepool_lane_t *me);
+/* A higher band than `me`'s that its tasks pushed work to (lift_hint), with a job waiting
+ * and none of its threads spinning (the push woke a parked one), that `me` may run
+ * raised (pool->lift_ok): that band; else -1, and the hint cleared. */
+int lanepool__lift_waits(lanepool_lane_t *me);
 
 /* worker.c: a lane's thread */
 int lanepool__lane_start(lanepool_lane_t *lane);

@@ -61,9 +61,16 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
 
 /* Step 2 (and the rescue thread's band step): one band job, holding no lane. Its own
  * lane first, unless this is the band's fair turn: then its lane, left with work queued
- * while its thread is away, is announced to the band (a sibling may take it). */
-static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
-  lanepool__band *band = &me->pool->bands[me->band];
+ * while its thread is away, is announced to the band (a sibling may take it). Step 4, a
+ * higher band b's job its tasks pushed (lanepool__lift_waits): run lifted, this thread
+ * raised to b for the run (band.c, boost_set), as GCD sets a thread's QoS per item. */
+static void lift(lanepool_lane_t *me, uint32_t b) {
+  atomic_store_explicit(&me->lift, b, memory_order_relaxed);
+  lanepool__boost_update(me);
+}
+
+static bool run_band_job(lanepool_lane_t *me, uint32_t b, unsigned source, bool fair) {
+  lanepool__band *band = &me->pool->bands[b];
   if (!lanepool__bandq_nonempty(band)) return false;
   if (go_away(me)) {
     if (!fair) return true;
@@ -73,8 +80,10 @@ static bool run_band_job(lanepool_lane_t *me, unsigned source, bool fair) {
   if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
-  if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, me->band);
+  if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, b);
+  if (b != me->band) lift(me, b);
   lanepool__run_counted(me, NULL, &task, source);
+  if (b != me->band) return lift(me, LANEPOOL_BAND_COUNT), true;
   /* Then more of them, up to LANEPOOL__FAIR_EVERY, while its own lane has nothing
    * queued (a relaxed look: a producer that finds this thread away wakes the band, and
    * the next turn of the loop looks properly): one look at the rest per batch. */
@@ -107,7 +116,7 @@ static bool rescue_look(lanepool_lane_t *me) {
   /* Lanes first: a thread stuck in a band job most often waits for a lane's work (short
    * lane-bound tasks), while a band job it would take may block in turn. */
   return adopt_sibling(me, false, LANEPOOL__FROM_RESCUE) ||
-         run_band_job(me, LANEPOOL__FROM_RESCUE, false);
+         run_band_job(me, me->band, LANEPOOL__FROM_RESCUE, false);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
@@ -164,7 +173,7 @@ static void lane_loop(lanepool_lane_t *me) {
     if (!busy_since) busy_since = lanepool__now_ns();
     if (fair_turn) {
       fair_turn = false;
-      got = !me->spare && (run_band_job(me, LANEPOOL__FROM_BAND, true) ||
+      got = !me->spare && (run_band_job(me, me->band, LANEPOOL__FROM_BAND, true) ||
                            adopt_sibling(me, true, LANEPOOL__FROM_ADOPTED));
     }
     if (!got && (holding || (lanepool__lane_has_work(me) && lanepool__excl_try(me)))) {
@@ -182,11 +191,17 @@ static void lane_loop(lanepool_lane_t *me) {
     if (!got && !me->spare && lanepool__band_waits(me)) {
       if (holding) lanepool__excl_release(me);
       holding = false;
-      got = run_band_job(me, LANEPOOL__FROM_BAND, false) ||
+      got = run_band_job(me, me->band, LANEPOOL__FROM_BAND, false) ||
             adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
       /* A claim not yet published, or a job left to its thread a while: a yield, not
        * ring.h's back-off, which cost W1's band row 0.78x for W2's 1.10x (set U). */
       if (!got) lanepool__spin_yield();
+    }
+    int lift = got || me->spare ? -1 : lanepool__lift_waits(me);
+    if (lift >= 0) {
+      if (holding) lanepool__excl_release(me);
+      holding = false;
+      got = run_band_job(me, (uint32_t)lift, LANEPOOL__FROM_BAND, false);
     }
     if (got) continue;
     /* Nothing to take. */

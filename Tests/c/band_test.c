@@ -1203,6 +1203,105 @@ static void test_inline_borrower_boosted(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- a thread about to idle runs a higher band's waiting job itself, raised to that
+ * band for the job (worker.c, run_lifted), and is at its own band again after. Only
+ * where it could come back down: as root; unprivileged the job waits for its band ---- */
+
+static struct {
+  lanepool_t *pool;
+  _Atomic int ui_busy, pusher, ran_on, done, after_on;
+  attrs_t job, after;
+  lanepool_qos_t job_qos;
+} lift;
+
+static void lift_warm(void *ctx) { (void)ctx; }
+
+static void lift_hold(void *ctx) {
+  (void)ctx;
+  atomic_store(&lift.ui_busy, 1);
+  hold_until(&gate);
+}
+
+static void lift_job(void *ctx) {
+  (void)ctx;
+  attrs_of(gettid_(), &lift.job);
+  lanepool_thread_qos(&lift.job_qos);
+  atomic_store(&lift.ran_on, gettid_());
+  atomic_store(&lift.done, 1);
+}
+
+static void lift_push(void *ctx) {
+  (void)ctx;
+  atomic_store(&lift.pusher, gettid_());
+  if (lanepool_async(lift.pool, LANEPOOL_QOS_USER_INTERACTIVE, lift_job, NULL) != 0)
+    atomic_store(&lift.done, -1);
+}
+
+static void lift_after(void *ctx) {
+  (void)ctx;
+  attrs_of(gettid_(), &lift.after);
+  atomic_store(&lift.after_on, gettid_());
+}
+
+static void test_lifted_job_runs_at_its_band(void) {
+  current_test = "lifted_job_runs_at_its_band";
+  lanepool_t *pool = escalation_pool("lift1");
+  memset(&lift, 0, sizeof lift);
+  lift.pool = pool;
+  atomic_store(&gate, 0);
+  lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
+  lanepool_lane_t *df = lane_of(pool, LANEPOOL_QOS_DEFAULT);
+  attrs_t ui_own, df_own;
+  attrs_of(tid_of(ui), &ui_own);
+  attrs_of(tid_of(df), &df_own);
+  /* Root may lower a default thread to userInteractive's nice -5; unprivileged it could
+   * not come back, and the pool's userInteractive lanes did not get theirs either. */
+  bool may = mode == MODE_ROOT;
+  CHECK(((atomic_load(&pool->lift_ok) & 1u) != 0) == may);
+  /* The band's only thread held: nothing but a lifter can run its job now. Its rescue
+   * thread waits 100 ms without progress (LANEPOOL__RESCUE_NS) from a task finished here
+   * first (with none ever finished, its first look would take the job at once). */
+  CHECK_RC(lanepool_lane_async(ui, lift_warm, NULL), 0);
+  POLL_WHILE(atomic_load(&ui->executed) == 0);
+  CHECK_RC(lanepool_lane_async(ui, lift_hold, NULL), 0);
+  POLL_WHILE(!atomic_load(&lift.ui_busy));
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, lift_push, NULL), 0);
+  if (may) {
+    POLL_WHILE(!atomic_load(&lift.done));
+  } else {
+    POLL_WHILE(!atomic_load(&lift.pusher));
+  }
+  bool lifted = atomic_load(&lift.done) == 1;
+  CHECK(lifted == may);
+  atomic_store(&gate, 1);
+  POLL_WHILE(!atomic_load(&lift.done));
+  CHECK(atomic_load(&lift.done) == 1);
+  /* Run by the default thread that pushed it (lifted), else by the band's own thread:
+   * either way at userInteractive's settings, and it counts as of that band. */
+  pid_t want_tid = lifted ? (pid_t)atomic_load(&lift.pusher) : tid_of(ui);
+  CHECK(atomic_load(&lift.ran_on) == want_tid);
+  if (atomic_load(&lift.ran_on) != want_tid)
+    fprintf(stderr, "[%s] ran on %d, pushed by %d, the band's thread %d, default's %d\n",
+            current_test, atomic_load(&lift.ran_on), atomic_load(&lift.pusher), tid_of(ui),
+            tid_of(df));
+  CHECK(attrs_equal(&lift.job, &ui_own));
+  if (!attrs_equal(&lift.job, &ui_own))
+    fprintf(
+        stderr,
+        "[%s] job nice %d pol %d io %d slice %llu, the band's nice %d pol %d io %d slice %llu\n",
+        current_test, lift.job.nice, lift.job.policy, lift.job.ioprio,
+        (unsigned long long)lift.job.attr.sched_runtime, ui_own.nice, ui_own.policy, ui_own.ioprio,
+        (unsigned long long)ui_own.attr.sched_runtime);
+  CHECK(lift.job_qos == LANEPOOL_QOS_USER_INTERACTIVE);
+  /* The lifter afterwards: its own band's settings again. */
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, lift_after, NULL), 0);
+  POLL_WHILE(!atomic_load(&lift.after_on));
+  CHECK(atomic_load(&lift.after_on) == tid_of(df));
+  CHECK(attrs_equal(&lift.after, &df_own));
+  CHECK(atomic_load(&df->lift) == LANEPOOL_BAND_COUNT && unboosted(df));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- nested: the borrower runs a closure inline on an idle utility lane, and inside it
  * one inline on the idle background lane; a default waiter boosts the inner lane first,
  * a userInteractive one the outer lane then. The borrower ends with what it had before
@@ -2155,6 +2254,7 @@ static void run_suite(void) {
   test_inline_chain_counts_the_callers_band();
   test_inline_borrower_boosted();
   test_carrier_io_fallback_never_lowers();
+  test_lifted_job_runs_at_its_band();
   test_adopting_thread_boosted();
   test_nested_borrower_restored();
   test_nested_borrower_io_restored();
