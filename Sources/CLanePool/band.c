@@ -465,8 +465,10 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
   if (!c->band) {
     lanepool__carrier fresh = {.home = home_of(pool, tid)};
     if (lanepool__get_attr((pid_t)tid, &fresh.saved) != 0) return;
-    if (fresh.home) {
-      if (band >= atomic_load_explicit(&fresh.home->boost_band, memory_order_relaxed)) return;
+    if (fresh.home) { /* at the higher of its lane's boost and a lifted job's (worker.c) */
+      uint32_t at = atomic_load_explicit(&fresh.home->boost_band, memory_order_relaxed),
+               lift = atomic_load_explicit(&fresh.home->lift, memory_order_relaxed);
+      if (band >= (lift < at ? lift : at)) return;
     } else if (strength(p->sched, (uint32_t)p->rt_priority, p->nice) <=
                strength(fresh.saved.sched_policy, fresh.saved.sched_priority,
                         fresh.saved.sched_nice)) {
@@ -565,7 +567,9 @@ uint32_t lanepool__lift_bands(const lanepool_t *pool) {
   bool cap = lanepool__has_cap_sys_nice();
   int floor = lanepool__nice_floor();
   uint32_t ok = 0;
-  for (uint32_t b = 0; b < LANEPOOL_BAND_COUNT && lanepool__escalation_on(); b++) {
+  /* (With one lane per band, a lifted job that blocks would hold its lifter's whole band.) */
+  for (uint32_t b = 0;
+       b < LANEPOOL_BAND_COUNT && pool->lanes_per_band > 1 && lanepool__escalation_on(); b++) {
     const lanepool_lane_t *l = pool->lanes[b * pool->lanes_per_band];
     ok |= (uint32_t)(!l->applied.sched.error && !l->applied.nice.error &&
                      (cap || l->policy.nice >= floor))

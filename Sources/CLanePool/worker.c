@@ -9,8 +9,9 @@
  *  2. its band's queue (bandq.c): one band job, holding no lane;
  *  3. a sibling lane whose thread is away, with work queued and free, in order, for up
  *     to LANEPOOL__FAIR_EVERY tasks;
- *  4. nothing: spin (park.c), then park.
- * Before 2 or 3 the thread says it is away (seq_cst) and looks at its own queue again.
+ *  4. a higher band's job its tasks pushed, run lifted to that band (run_band_job);
+ *  5. nothing: spin (park.c), then park.
+ * Before 2, 3 or 4 the thread says it is away (seq_cst) and looks at its own queue again.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -59,16 +60,21 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
   return false;
 }
 
+/* This thread to band b's settings for a lifted job (up), or back to its own band's: a
+ * boost (band.c), and the timer slack, which only the thread itself can set. */
+static void lift(lanepool_lane_t *me, uint32_t b, bool up) {
+  atomic_store_explicit(&me->lift, up ? b : LANEPOOL_BAND_COUNT, memory_order_relaxed);
+  lanepool__boost_update(me);
+  int64_t job = me->pool->lanes[b * me->pool->lanes_per_band]->applied.timer_slack.got,
+          own = me->applied.timer_slack.got;
+  if (job != own) (void)lanepool__set_slack((uint64_t)(up ? job : own));
+}
+
 /* Step 2 (and the rescue thread's band step): one band job, holding no lane. Its own
  * lane first, unless this is the band's fair turn: then its lane, left with work queued
  * while its thread is away, is announced to the band (a sibling may take it). Step 4, a
  * higher band b's job its tasks pushed (lanepool__lift_waits): run lifted, this thread
  * raised to b for the run (band.c, boost_set), as GCD sets a thread's QoS per item. */
-static void lift(lanepool_lane_t *me, uint32_t b) {
-  atomic_store_explicit(&me->lift, b, memory_order_relaxed);
-  lanepool__boost_update(me);
-}
-
 static bool run_band_job(lanepool_lane_t *me, uint32_t b, unsigned source, bool fair) {
   lanepool__band *band = &me->pool->bands[b];
   if (!lanepool__bandq_nonempty(band)) return false;
@@ -81,9 +87,12 @@ static bool run_band_job(lanepool_lane_t *me, uint32_t b, unsigned source, bool 
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
   if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, b);
-  if (b != me->band) lift(me, b);
+  if (b != me->band) {
+    me->lift_hint &= ~(1u << b); /* one job for the work its tasks handed off */
+    lift(me, b, true);
+  }
   lanepool__run_counted(me, NULL, &task, source);
-  if (b != me->band) return lift(me, LANEPOOL_BAND_COUNT), true;
+  if (b != me->band) return lift(me, b, false), true;
   /* Then more of them, up to LANEPOOL__FAIR_EVERY, while its own lane has nothing
    * queued (a relaxed look: a producer that finds this thread away wakes the band, and
    * the next turn of the loop looks properly): one look at the rest per batch. */
@@ -202,6 +211,7 @@ static void lane_loop(lanepool_lane_t *me) {
       if (holding) lanepool__excl_release(me);
       holding = false;
       got = run_band_job(me, (uint32_t)lift, LANEPOOL__FROM_BAND, false);
+      if (!got) lanepool__spin_yield(); /* a claim not yet published, as above */
     }
     if (got) continue;
     /* Nothing to take. */

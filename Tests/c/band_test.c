@@ -1203,28 +1203,30 @@ static void test_inline_borrower_boosted(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
-/* ---- a thread about to idle runs a higher band's waiting job itself, raised to that
- * band for the job (worker.c, run_lifted), and is at its own band again after. Only
- * where it could come back down: as root; unprivileged the job waits for its band ---- */
+/* ---- a thread about to idle runs the higher band's job its task pushed, raised to that
+ * band for the job (worker.c, run_band_job: lifted), and is at its own band again after.
+ * A utility thread here (nice 4, SCHED_BATCH, timer slack 1 ms), two lanes per band (one
+ * lane per band never lifts). Only where it can come back down: as root; unprivileged
+ * the job waits for its band ---- */
 
 static struct {
   lanepool_t *pool;
   _Atomic int ui_busy, pusher, ran_on, done, after_on;
   attrs_t job, after;
+  long job_slack, after_slack;
   lanepool_qos_t job_qos;
 } lift;
 
-static void lift_warm(void *ctx) { (void)ctx; }
-
 static void lift_hold(void *ctx) {
   (void)ctx;
-  atomic_store(&lift.ui_busy, 1);
+  atomic_fetch_add(&lift.ui_busy, 1);
   hold_until(&gate);
 }
 
 static void lift_job(void *ctx) {
   (void)ctx;
   attrs_of(gettid_(), &lift.job);
+  lift.job_slack = slack_now();
   lanepool_thread_qos(&lift.job_qos);
   atomic_store(&lift.ran_on, gettid_());
   atomic_store(&lift.done, 1);
@@ -1240,65 +1242,154 @@ static void lift_push(void *ctx) {
 static void lift_after(void *ctx) {
   (void)ctx;
   attrs_of(gettid_(), &lift.after);
+  lift.after_slack = slack_now();
   atomic_store(&lift.after_on, gettid_());
 }
 
 static void test_lifted_job_runs_at_its_band(void) {
   current_test = "lifted_job_runs_at_its_band";
-  lanepool_t *pool = escalation_pool("lift1");
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "lift1";
+  cfg.lanes_per_band = 2;
+  cfg.log = count_log;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
   memset(&lift, 0, sizeof lift);
   lift.pool = pool;
   atomic_store(&gate, 0);
-  lanepool_lane_t *ui = lane_of(pool, LANEPOOL_QOS_USER_INTERACTIVE);
-  lanepool_lane_t *df = lane_of(pool, LANEPOOL_QOS_DEFAULT);
-  attrs_t ui_own, df_own;
-  attrs_of(tid_of(ui), &ui_own);
-  attrs_of(tid_of(df), &df_own);
-  /* Root may lower a default thread to userInteractive's nice -5; unprivileged it could
+  lanepool_lane_t *ui[2], *ut[2], *ui_rescue = NULL;
+  for (uint32_t i = 0; i < 2; i++) {
+    lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, i, &ui[i]);
+    lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, i, &ut[i]);
+  }
+  lanepool_rescue_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, &ui_rescue);
+  attrs_t ui_own, ut_own;
+  attrs_of(tid_of(ui[0]), &ui_own);
+  attrs_of(tid_of(ut[0]), &ut_own);
+  lanepool_lane_info_t ui_info = {.struct_size = sizeof ui_info}, ut_info = ui_info;
+  lanepool_lane_info(ui[0], &ui_info);
+  lanepool_lane_info(ut[0], &ut_info);
+  /* Root may lower a utility thread to userInteractive's nice -5; unprivileged it could
    * not come back, and the pool's userInteractive lanes did not get theirs either. */
   bool may = mode == MODE_ROOT;
   CHECK(((atomic_load(&pool->lift_ok) & 1u) != 0) == may);
-  /* The band's only thread held: nothing but a lifter can run its job now. Its rescue
-   * thread waits 100 ms without progress (LANEPOOL__RESCUE_NS) from a task finished here
-   * first (with none ever finished, its first look would take the job at once). */
-  CHECK_RC(lanepool_lane_async(ui, lift_warm, NULL), 0);
-  POLL_WHILE(atomic_load(&ui->executed) == 0);
-  CHECK_RC(lanepool_lane_async(ui, lift_hold, NULL), 0);
-  POLL_WHILE(!atomic_load(&lift.ui_busy));
-  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, lift_push, NULL), 0);
+  /* The band's threads held: nothing but a lifter can run its job at once (its rescue
+   * thread only after 100 ms without progress, LANEPOOL__RESCUE_NS). */
+  for (int i = 0; i < 2; i++) CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
+  POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_push, NULL), 0);
   if (may) {
     POLL_WHILE(!atomic_load(&lift.done));
   } else {
     POLL_WHILE(!atomic_load(&lift.pusher));
   }
-  bool lifted = atomic_load(&lift.done) == 1;
-  CHECK(lifted == may);
   atomic_store(&gate, 1);
   POLL_WHILE(!atomic_load(&lift.done));
   CHECK(atomic_load(&lift.done) == 1);
-  /* Run by the default thread that pushed it (lifted), else by the band's own thread:
+  /* Run by the utility thread that pushed it (lifted), else by a thread of its band:
    * either way at userInteractive's settings, and it counts as of that band. */
-  pid_t want_tid = lifted ? (pid_t)atomic_load(&lift.pusher) : tid_of(ui);
-  CHECK(atomic_load(&lift.ran_on) == want_tid);
-  if (atomic_load(&lift.ran_on) != want_tid)
-    fprintf(stderr, "[%s] ran on %d, pushed by %d, the band's thread %d, default's %d\n",
-            current_test, atomic_load(&lift.ran_on), atomic_load(&lift.pusher), tid_of(ui),
-            tid_of(df));
-  CHECK(attrs_equal(&lift.job, &ui_own));
-  if (!attrs_equal(&lift.job, &ui_own))
-    fprintf(
-        stderr,
-        "[%s] job nice %d pol %d io %d slice %llu, the band's nice %d pol %d io %d slice %llu\n",
-        current_test, lift.job.nice, lift.job.policy, lift.job.ioprio,
-        (unsigned long long)lift.job.attr.sched_runtime, ui_own.nice, ui_own.policy, ui_own.ioprio,
-        (unsigned long long)ui_own.attr.sched_runtime);
+  pid_t ran = (pid_t)atomic_load(&lift.ran_on), pusher = (pid_t)atomic_load(&lift.pusher);
+  if (may)
+    CHECK(ran == pusher);
+  else
+    CHECK(ran != pusher &&
+          (ran == tid_of(ui[0]) || ran == tid_of(ui[1]) || ran == tid_of(ui_rescue)));
+  if (may != (ran == pusher))
+    fprintf(stderr, "[%s] ran on %d, pushed by %d, the band's threads %d %d\n", current_test,
+            (int)ran, (int)pusher, tid_of(ui[0]), tid_of(ui[1]));
+  CHECK(attrs_equal(&lift.job, &ui_own) && lift.job_slack == ui_info.timer_slack.got);
+  if (!attrs_equal(&lift.job, &ui_own) || lift.job_slack != ui_info.timer_slack.got)
+    fprintf(stderr,
+            "[%s] job nice %d pol %d io %d slice %llu slack %ld, the band's nice %d pol %d io %d "
+            "slice %llu slack %lld\n",
+            current_test, lift.job.nice, lift.job.policy, lift.job.ioprio,
+            (unsigned long long)lift.job.attr.sched_runtime, lift.job_slack, ui_own.nice,
+            ui_own.policy, ui_own.ioprio, (unsigned long long)ui_own.attr.sched_runtime,
+            (long long)ui_info.timer_slack.got);
   CHECK(lift.job_qos == LANEPOOL_QOS_USER_INTERACTIVE);
-  /* The lifter afterwards: its own band's settings again. */
-  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, lift_after, NULL), 0);
+  /* The lifter afterwards (a utility job runs on one of the band's two threads): its own
+   * band's settings again, timer slack included. */
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_after, NULL), 0);
   POLL_WHILE(!atomic_load(&lift.after_on));
-  CHECK(atomic_load(&lift.after_on) == tid_of(df));
-  CHECK(attrs_equal(&lift.after, &df_own));
-  CHECK(atomic_load(&df->lift) == LANEPOOL_BAND_COUNT && unboosted(df));
+  pid_t after = (pid_t)atomic_load(&lift.after_on);
+  CHECK(after == tid_of(ut[0]) || after == tid_of(ut[1]));
+  CHECK(attrs_equal(&lift.after, &ut_own) && lift.after_slack == ut_info.timer_slack.got);
+  for (int i = 0; i < 2; i++)
+    CHECK(atomic_load(&ut[i]->lift) == LANEPOOL_BAND_COUNT && unboosted(ut[i]));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
+/* ---- a lifted job that runs a closure inline on an idle background lane, where a
+ * userInitiated waiter then queues: the carrier is already higher (userInteractive, the
+ * job's band), so it is not touched (before, it was lowered to nice -3 for the wait) ---- */
+
+static _Atomic int lift_gate, lift_in_bg;
+static lanepool_lane_t *lift_bg;
+
+static void lift_bg_closure(void *ctx) {
+  (void)ctx;
+  atomic_store(&lift_in_bg, 1);
+  hold_until(&lift_gate);
+}
+
+static void lift_carrier_job(void *ctx) {
+  (void)ctx;
+  atomic_store(&lift.ran_on, gettid_());
+  lanepool_lane_sync(lift_bg, lift_bg_closure, NULL);
+  atomic_store(&lift.done, 1);
+}
+
+static void lift_carrier_push(void *ctx) {
+  (void)ctx;
+  atomic_store(&lift.pusher, gettid_());
+  if (lanepool_async(lift.pool, LANEPOOL_QOS_USER_INTERACTIVE, lift_carrier_job, NULL) != 0)
+    atomic_store(&lift.done, -1);
+}
+
+static void test_lifted_carrier_not_lowered(void) {
+  current_test = "lifted_carrier_not_lowered";
+  if (mode != MODE_ROOT) return; /* nothing is lifted unprivileged (above) */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "lift2";
+  cfg.lanes_per_band = 2;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
+  memset(&lift, 0, sizeof lift);
+  lift.pool = pool;
+  atomic_store(&gate, 0);
+  atomic_store(&lift_gate, 0);
+  atomic_store(&lift_in_bg, 0);
+  lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &lift_bg);
+  for (uint32_t i = 0; i < 2; i++) {
+    lanepool_lane_t *ui = NULL;
+    lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, i, &ui);
+    CHECK_RC(lanepool_lane_async(ui, lift_hold, NULL), 0);
+  }
+  POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_carrier_push, NULL), 0);
+  POLL_WHILE(!atomic_load(&lift_in_bg));
+  pid_t d = (pid_t)atomic_load(&lift.ran_on);
+  CHECK(d == (pid_t)atomic_load(&lift.pusher)); /* lifted, and running the closure inline */
+  CHECK(nice_of(d) == -5);
+  pthread_t w_th;
+  waiter_t w = {lift_bg, LANEPOOL_QOS_USER_INITIATED, -1, {99, -1, 0}};
+  CHECK_RC(pthread_create(&w_th, NULL, waiter_thread, &w), 0);
+  POLL_WHILE(atomic_load(&lift_bg->boost_band) != 1);
+  pthread_mutex_lock(&lift_bg->boost_lock); /* the waiter's update (and carrier look) done */
+  pthread_mutex_unlock(&lift_bg->boost_lock);
+  CHECK(atomic_load(&lift_bg->boost_band) == 1);
+  CHECK(nice_of(d) == -5); /* still its job's band, not the waiter's lower one */
+  if (nice_of(d) != -5) fprintf(stderr, "[%s] carrier nice %d\n", current_test, nice_of(d));
+  atomic_store(&lift_gate, 1);
+  pthread_join(w_th, NULL);
+  CHECK_RC(w.rc, 0);
+  POLL_WHILE(!atomic_load(&lift.done));
+  atomic_store(&gate, 1);
+  CHECK(atomic_load(&lift.done) == 1 && unboosted(lift_bg));
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
@@ -2255,6 +2346,7 @@ static void run_suite(void) {
   test_inline_borrower_boosted();
   test_carrier_io_fallback_never_lowers();
   test_lifted_job_runs_at_its_band();
+  test_lifted_carrier_not_lowered();
   test_adopting_thread_boosted();
   test_nested_borrower_restored();
   test_nested_borrower_io_restored();
