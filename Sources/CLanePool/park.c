@@ -207,6 +207,15 @@ bool lanepool__band_waits(lanepool_lane_t *me) {
 
 int lanepool__lift_waits(lanepool_lane_t *me) {
   uint32_t ok = me->lift_hint & atomic_load_explicit(&me->pool->lift_ok, memory_order_relaxed);
+  /* Not while a band below runs work: its CPUs then take the job's band's thread at once
+   * (preempting), and the two run side by side where a lifted job would wait its turn. */
+  for (uint32_t b = me->band + 1; ok && b < LANEPOOL_BAND_COUNT; b++) {
+    lanepool__band *low = &me->pool->bands[b];
+    if (atomic_load_explicit(&low->idle, memory_order_relaxed) +
+            atomic_load_explicit(&low->spinning, memory_order_relaxed) <
+        me->pool->lanes_per_band)
+      ok = 0;
+  }
   for (uint32_t b = 0; ok && b < me->band; b++) {
     lanepool__band *band = &me->pool->bands[b];
     if ((ok >> b & 1u) && atomic_load_explicit(&band->spinning, memory_order_relaxed) == 0 &&

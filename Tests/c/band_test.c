@@ -1321,6 +1321,49 @@ static void test_lifted_job_runs_at_its_band(void) {
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 
+/* ---- not while a lower band runs work: with both background threads busy, the utility
+ * thread leaves the userInteractive job to its band (the CPUs are busy with preemptible
+ * work, where that band's woken thread gets one at once) ---- */
+
+static void test_no_lift_beside_lower_work(void) {
+  current_test = "no_lift_beside_lower_work";
+  if (mode != MODE_ROOT) return; /* nothing is lifted unprivileged (above) */
+  lanepool_config_t cfg;
+  lanepool_config_init(&cfg);
+  cfg.name = "lift3";
+  cfg.lanes_per_band = 2;
+  lanepool_t *pool = NULL;
+  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (!pool) return;
+  memset(&lift, 0, sizeof lift);
+  lift.pool = pool;
+  atomic_store(&gate, 0);
+  lanepool_lane_t *ui[2];
+  for (uint32_t i = 0; i < 2; i++) {
+    lanepool_lane_t *bg = NULL;
+    lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, i, &ui[i]);
+    lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, i, &bg);
+    CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
+    CHECK_RC(lanepool_lane_async(bg, lift_hold, NULL), 0);
+  }
+  POLL_WHILE(atomic_load(&lift.ui_busy) < 4);
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_push, NULL), 0);
+  POLL_WHILE(!atomic_load(&lift.pusher));
+  /* The pusher's thread looks for a lift right after its task (it has nothing else), and
+   * before or after a utility job pushed now. */
+  CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_after, NULL), 0);
+  POLL_WHILE(!atomic_load(&lift.after_on));
+  atomic_store(&gate, 1);
+  POLL_WHILE(!atomic_load(&lift.done));
+  /* Run by a thread of its band (its rescue thread if this took 100 ms), not lifted. */
+  lanepool_lane_t *rescue = NULL;
+  lanepool_rescue_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, &rescue);
+  pid_t ran = (pid_t)atomic_load(&lift.ran_on);
+  CHECK(ran != (pid_t)atomic_load(&lift.pusher));
+  CHECK(ran == tid_of(ui[0]) || ran == tid_of(ui[1]) || ran == tid_of(rescue));
+  CHECK_RC(lanepool_destroy(pool), 0);
+}
+
 /* ---- a lifted job that runs a closure inline on an idle background lane, where a
  * userInitiated waiter then queues: the carrier is already higher (userInteractive, the
  * job's band), so it is not touched (before, it was lowered to nice -3 for the wait) ---- */
@@ -2347,6 +2390,7 @@ static void run_suite(void) {
   test_carrier_io_fallback_never_lowers();
   test_lifted_job_runs_at_its_band();
   test_lifted_carrier_not_lowered();
+  test_no_lift_beside_lower_work();
   test_adopting_thread_boosted();
   test_nested_borrower_restored();
   test_nested_borrower_io_restored();
