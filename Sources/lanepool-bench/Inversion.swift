@@ -152,6 +152,13 @@ private final class Borrower: @unchecked Sendable {
 private let borrowedWork: lanepool_fn = { ctx in
   let b = Unmanaged<Borrower>.fromOpaque(ctx!).takeUnretainedValue()
   b.started.add(1, ordering: .releasing)
+  // The waiter's sync queued behind this closure first (100 ms at most), so that every
+  // sample waits for all of the 1 ms: a waiter preempted for longer than the closure ran
+  // found the lane idle again, and its sample read 0.
+  var info = lanepool_lane_info_t()
+  info.struct_size = UInt32(MemoryLayout<lanepool_lane_info_t>.size)
+  let end = now() + 100_000_000
+  while now() < end, lanepool_lane_info(b.lane, &info) == 0, info.depth == 0 {}
   burnCPU(ns: 1_000_000)
 }
 
