@@ -1279,6 +1279,9 @@ static void test_lifted_job_runs_at_its_band(void) {
    * thread only after 100 ms without progress, LANEPOOL__RESCUE_NS). */
   for (int i = 0; i < 2; i++) CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
   POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
+  /* The band below the lifter's parked (a new pool's threads spin first): no lift while it
+   * runs work (no_lift_beside_lower_work). */
+  POLL_WHILE(atomic_load(&pool->bands[LANEPOOL_BAND_COUNT - 1].idle) < 2);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_push, NULL), 0);
   if (may) {
     POLL_WHILE(!atomic_load(&lift.done));
@@ -1413,6 +1416,7 @@ static void test_lifted_carrier_not_lowered(void) {
     CHECK_RC(lanepool_lane_async(ui, lift_hold, NULL), 0);
   }
   POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
+  POLL_WHILE(atomic_load(&pool->bands[LANEPOOL_BAND_COUNT - 1].idle) < 2); /* (as above) */
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_carrier_push, NULL), 0);
   POLL_WHILE(!atomic_load(&lift_in_bg));
   pid_t d = (pid_t)atomic_load(&lift.ran_on);
