@@ -379,7 +379,7 @@ struct lanepool {
   /* lanes spinning now, and the cap. [atomic: relaxed; a soft limit] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t spinners;
   uint32_t max_spinners;    /* [once] */
-  _Atomic uint32_t lift_ok; /* bit b: band b's jobs may be lifted (run_lifted) [relaxed] */
+  _Atomic uint32_t lift_ok; /* bit b: band b's jobs may be lifted (worker.c, step 4) [relaxed] */
   int nice_shift;           /* added to each band's nice (LANEPOOL_NICE_SHIFT) [once] */
   /* The low-latency interactive band's own spinners, counted like `spinners` with a
    * cap of 1. [atomic: relaxed; a soft limit] */

@@ -206,6 +206,7 @@ bool lanepool__band_waits(lanepool_lane_t *me) {
 }
 
 int lanepool__lift_waits(lanepool_lane_t *me) {
+  if (!me->lift_hint) return -1; /* (each idle turn and spin round: nothing to read) */
   uint32_t ok = me->lift_hint & atomic_load_explicit(&me->pool->lift_ok, memory_order_relaxed);
   /* Not while a band below runs work: its CPUs then take the job's band's thread at once
    * (preempting), and the two run side by side where a lifted job would wait its turn. */

@@ -181,7 +181,7 @@ static int waiter_band(void) {
   lanepool_lane_t *home = lanepool__thread_lane;
   uint32_t b = home ? home->band : lanepool__thread_band ? (uint32_t)lanepool__thread_band - 1 : 2;
   uint32_t lift = home ? atomic_load_explicit(&home->lift, memory_order_relaxed) : b;
-  if (lift < b) b = lift; /* a lifted job's band (worker.c, run_lifted) */
+  if (lift < b) b = lift; /* a lifted job's band (worker.c, step 4) */
   for (const lanepool__held *h = lanepool__held_now; h; h = h->up) {
     if (!h->lane) continue;
     uint32_t lb = atomic_load_explicit(&((lanepool_lane_t *)h->lane)->boost_band,

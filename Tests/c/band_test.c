@@ -1246,19 +1246,25 @@ static void lift_after(void *ctx) {
   atomic_store(&lift.after_on, gettid_());
 }
 
-static void test_lifted_job_runs_at_its_band(void) {
-  current_test = "lifted_job_runs_at_its_band";
+/* A pool of two lanes per band (one lane per band never lifts), the shared state reset. */
+static lanepool_t *lift_pool(const char *name) {
   lanepool_config_t cfg;
   lanepool_config_init(&cfg);
-  cfg.name = "lift1";
+  cfg.name = name;
   cfg.lanes_per_band = 2;
   cfg.log = count_log;
   lanepool_t *pool = NULL;
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
-  if (!pool) return;
   memset(&lift, 0, sizeof lift);
   lift.pool = pool;
   atomic_store(&gate, 0);
+  return pool;
+}
+
+static void test_lifted_job_runs_at_its_band(void) {
+  current_test = "lifted_job_runs_at_its_band";
+  lanepool_t *pool = lift_pool("lift1");
+  if (!pool) return;
   lanepool_lane_t *ui[2], *ut[2], *ui_rescue = NULL;
   for (uint32_t i = 0; i < 2; i++) {
     lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, i, &ui[i]);
@@ -1331,16 +1337,8 @@ static void test_lifted_job_runs_at_its_band(void) {
 static void test_no_lift_beside_lower_work(void) {
   current_test = "no_lift_beside_lower_work";
   if (mode != MODE_ROOT) return; /* nothing is lifted unprivileged (above) */
-  lanepool_config_t cfg;
-  lanepool_config_init(&cfg);
-  cfg.name = "lift3";
-  cfg.lanes_per_band = 2;
-  lanepool_t *pool = NULL;
-  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_t *pool = lift_pool("lift3");
   if (!pool) return;
-  memset(&lift, 0, sizeof lift);
-  lift.pool = pool;
-  atomic_store(&gate, 0);
   lanepool_lane_t *ui[2];
   for (uint32_t i = 0; i < 2; i++) {
     lanepool_lane_t *bg = NULL;
@@ -1397,16 +1395,8 @@ static void lift_carrier_push(void *ctx) {
 static void test_lifted_carrier_not_lowered(void) {
   current_test = "lifted_carrier_not_lowered";
   if (mode != MODE_ROOT) return; /* nothing is lifted unprivileged (above) */
-  lanepool_config_t cfg;
-  lanepool_config_init(&cfg);
-  cfg.name = "lift2";
-  cfg.lanes_per_band = 2;
-  lanepool_t *pool = NULL;
-  CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  lanepool_t *pool = lift_pool("lift2");
   if (!pool) return;
-  memset(&lift, 0, sizeof lift);
-  lift.pool = pool;
-  atomic_store(&gate, 0);
   atomic_store(&lift_gate, 0);
   atomic_store(&lift_in_bg, 0);
   lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 0, &lift_bg);
