@@ -22,7 +22,9 @@
  * listed on B). chain2: a task on B whose queued sync onto C runs a closure that makes a
  * queued sync onto A (listed on C and on B: two hops). boost-b: lanepool_lane_boost_begin
  * (B, userInteractive), two points, lanepool_lane_boost_end. sync-b: a queued sync onto B
- * from the (default-band) scenario thread. Either changes B's band while the chain waits:
+ * from the (default-band) scenario thread. help-b: a task on A whose sync onto B waits
+ * behind the chain's task: A's thread boosts B and runs B's queue up to its sync once B
+ * is free (sync.c, help_until_answered). Either changes B's band while the chain waits:
  * the waiter is told and moves its boost, racing C's answer and a stop. Every run checks,
  * right before its pool is freed (the AT_FREE point; every lane joined, every call out),
  * that every lane's boost_waiting counts are 0, its boost_band its own band, its
@@ -131,6 +133,7 @@ enum {
   OP_CHAIN2,
   OP_BOOST_B,
   OP_SYNC_B,
+  OP_HELP_B,
   OP_BORROW,
   OP_BORROW_LATE,
   OP_BORROW_NEXT,
@@ -143,10 +146,10 @@ enum {
   OP_NONE = -1
 };
 static const char *const op_names[] = {
-    "async",    "sync",        "after",     "follow",      "timer-from-task", "drain",
-    "cancel",   "destroy",     "stuck",     "orphan",      "chain",           "chain2",
-    "boost-b",  "sync-b",      "borrow",    "borrow-late", "borrow-next",     "boost-c",
-    "boost-in", "boost-inend", "boost-out", "wait-c",      "wait-in"};
+    "async",   "sync",     "after",       "follow",    "timer-from-task", "drain",
+    "cancel",  "destroy",  "stuck",       "orphan",    "chain",           "chain2",
+    "boost-b", "sync-b",   "help-b",      "borrow",    "borrow-late",     "borrow-next",
+    "boost-c", "boost-in", "boost-inend", "boost-out", "wait-c",          "wait-in"};
 _Static_assert(sizeof op_names / sizeof op_names[0] == OP_WAIT_IN + 1, "op names");
 
 typedef struct {
@@ -215,6 +218,16 @@ static const scenario scenarios[] = {
     {{OP_CHAIN, OP_SYNC_B, OP_DRAIN}, NULL},
     {{OP_CHAIN, OP_SYNC_B, OP_CANCEL}, NULL},
     {{OP_CHAIN, OP_SYNC_B, OP_DESTROY}, NULL},
+    /* A waiter of the pool on the chain: a task on A whose sync onto B waits behind the
+     * chain's task (which waits on C) boosts B, so C through the chain, and runs B's
+     * queue up to its sync once B is free (sync.c, help_until_answered), against C's
+     * answer, a boost of B and every stop. Not with chain2, whose closure on C syncs
+     * onto A: with help-b holding A that is a real cycle. */
+    {{OP_CHAIN, OP_HELP_B, OP_NONE}, NULL},
+    {{OP_CHAIN, OP_HELP_B, OP_DRAIN}, NULL},
+    {{OP_CHAIN, OP_HELP_B, OP_CANCEL}, NULL},
+    {{OP_CHAIN, OP_HELP_B, OP_DESTROY}, NULL},
+    {{OP_CHAIN, OP_HELP_B, OP_BOOST_B}, NULL},
     {{OP_CHAIN2, OP_BOOST_B, OP_NONE}, NULL},
     {{OP_CHAIN2, OP_SYNC_B, OP_NONE}, NULL},
     {{OP_CHAIN2, OP_BOOST_B, OP_CANCEL}, NULL},
@@ -362,6 +375,15 @@ static void chain2_fn(void *ctx) {
   is_sync[id + 1] = true;
   sync_rc[id + 1] =
       lanepool_lane_sync_flags(lane_c, chain2_mid_fn, id_ctx(id + 1), LANEPOOL_SYNC_QUEUED);
+}
+
+/* OP_HELP_B: a task on A whose sync onto B (queued behind the chain's task, as a rule)
+ * makes A's thread a helping waiter of B (and B's boost to A's band walk the chain). */
+static void help_b_fn(void *ctx) {
+  int id = ctx_id(ctx);
+  atomic_fetch_add(&ran[id], 1);
+  is_sync[id + 1] = true;
+  sync_rc[id + 1] = lanepool_lane_sync(lane_b, task_fn, id_ctx(id + 1));
 }
 
 /* ---- the carrier: C = lane_c (background), borrowed inline by background-band threads ---- */
@@ -537,10 +559,12 @@ static void free_hook(int point, void *arg) {
     uint32_t held = 0;
     for (int b = 0; b < LANEPOOL_BAND_COUNT; b++) held += atomic_load(&l->boost_waiting[b]);
     uint32_t band = atomic_load(&l->boost_band);
-    if (held || band != l->band || l->chain_waiters) {
+    uint32_t helpers = atomic_load(&l->helpers);
+    if (held || band != l->band || l->chain_waiters || helpers) {
       snprintf(boost_fail, sizeof boost_fail,
-               "escalation left on lane %s: %u waiting, band %u (own %u), chain_waiters %p",
-               l->name, held, band, l->band, (void *)l->chain_waiters);
+               "escalation left on lane %s: %u waiting, band %u (own %u), chain_waiters %p, "
+               "%u helpers",
+               l->name, held, band, l->band, (void *)l->chain_waiters, helpers);
       return;
     }
     /* No carrier recorded: every one put itself back when it gave the lane up. */
@@ -684,6 +708,11 @@ static void *op_thread(void *p) {
   case OP_CHAIN2:
     atomic_store(&entered[idx], 1);
     op_rc[idx] = lanepool_lane_async(lane_b, chain2_fn, id_ctx(id));
+    if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
+    break;
+  case OP_HELP_B:
+    atomic_store(&entered[idx], 1);
+    op_rc[idx] = lanepool_lane_async(lane_a, help_b_fn, id_ctx(id));
     if (op_rc[idx] == 0) atomic_store(&accepted[id], 1);
     break;
   case OP_BOOST_B: {
@@ -831,6 +860,7 @@ static bool books_balance(const scenario *sc, char *why, size_t cap) {
     case OP_STUCK:
     case OP_CHAIN:
     case OP_CHAIN2:
+    case OP_HELP_B:
       ok = rc_in(rc, 0, ESHUTDOWN, 0);
       break;
     case OP_SYNC:
