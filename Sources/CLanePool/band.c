@@ -478,7 +478,6 @@ static void carrier_raise(lanepool_lane_t *lane, uint32_t tid, uint32_t band) {
     *c = fresh;
   }
   if (is_rt((int)p->sched) && !c->rt) c->saved_slack = slack_of(tid); /* before it is zeroed */
-  LANEPOOL__TEST_POINT("carrier_raise", lane, tid);
   lanepool__sched_attr attr = {.sched_policy = p->sched,
                                .sched_flags = c->saved.sched_flags,
                                .sched_nice = p->nice,

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>

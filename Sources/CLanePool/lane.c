@@ -10,9 +10,7 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 __thread lanepool_lane_t *lanepool__current;

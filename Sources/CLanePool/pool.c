@@ -9,8 +9,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

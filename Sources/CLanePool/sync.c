@@ -12,9 +12,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <stdlib.h>

@@ -18,7 +18,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
