@@ -29,11 +29,6 @@ _Atomic(lanepool__test_point_fn) lanepool__test_point;
 
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
-/* true if this thread may set its nice to `nice` (down from anything above it). */
-static bool may_lower_to(int nice) {
-  return nice >= lanepool__nice_floor() || lanepool__has_cap_sys_nice();
-}
-
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
 
 /* The first error of several steps. */
@@ -58,15 +53,10 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   lanepool_lane_t *cur = lanepool__current;
   if (cur && atomic_load_explicit(&cur->tid, memory_order_relaxed) == (int)tid) return EBUSY;
   int saved_errno = errno;
-  lanepool_band_policy_t p;
-  p.struct_size = sizeof p;
+  lanepool_band_policy_t p = {.struct_size = sizeof p};
   (void)lanepool_default_policy_sized(qos, &p);
 
-  lanepool_band_token_t t;
-  memset(&t, 0, sizeof t);
-  t.struct_size = out->struct_size;
-  t.tid = tid;
-  t.qos = qos;
+  lanepool_band_token_t t = {.struct_size = out->struct_size, .tid = tid, .qos = qos};
   /* What restore puts back. */
   int policy = sched_getscheduler(0);
   struct sched_param sp = {0};
@@ -83,7 +73,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   t.saved_band = lanepool__thread_band;
 
   /* The undo rule (see the header): may this thread lower its nice back to now? */
-  bool may_come_back = may_lower_to(t.saved_nice);
+  bool may_come_back = t.saved_nice >= lanepool__nice_floor() || lanepool__has_cap_sys_nice();
   int refused = 0;
 
   /* 1. Policy. SCHED_IDLE is left only under the nice rule: withheld (BATCH instead)
@@ -107,11 +97,9 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     err = EPERM;
   } else if (p.nice != t.saved_nice) {
     err = lanepool__set_nice(0, p.nice);
-    if (err && p.nice < t.saved_nice) {
-      int floor = lanepool__lowest_permitted_nice(t.saved_nice);
-      int target = p.nice > floor ? p.nice : floor;
-      if (target < t.saved_nice) (void)lanepool__set_nice(0, target);
-    }
+    int floor =
+        err && p.nice < t.saved_nice ? lanepool__lowest_permitted_nice(t.saved_nice) : t.saved_nice;
+    if (floor < t.saved_nice) (void)lanepool__set_nice(0, p.nice > floor ? p.nice : floor);
   }
   refused |= record(&t.nice, p.nice, lanepool__get_nice(0), err);
 

@@ -580,7 +580,7 @@ extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #endif
 
 /* policy.c */
-void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]);
+extern const lanepool_band_policy_t lanepool__default_policy[LANEPOOL_BAND_COUNT];
 int lanepool__validate_policy(const lanepool_band_policy_t *p, int band, int allow_realtime,
                               const char **field);
 void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band_policy_t *p);

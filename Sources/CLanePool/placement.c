@@ -197,22 +197,9 @@ static int machine_topology(lanepool__topology *out) {
   if (!out->nodes) return ENOMEM;
   for (int node = 0; node <= max_node; node++) {
     if (!numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node)) continue;
-    int *cpus = NULL;
+    int *cpus = NULL; /* stays NULL without a CPU list: a node without CPUs (the plan drops it) */
     int n = node_cpus_now(node, &cpus);
-    if (n <= 0) { /* no CPU list: a node without CPUs, dropped by the plan */
-      free(cpus);
-      n = 0;
-      cpus = calloc(1, sizeof(int));
-    }
-    if (!cpus) {
-      lanepool__topology_free(out);
-      return ENOMEM;
-    }
-    lanepool__topo_node *tn = &out->nodes[out->node_count];
-    tn->node = node;
-    tn->cpus = cpus;
-    tn->cpu_count = (uint32_t)n;
-    out->node_count++;
+    out->nodes[out->node_count++] = (lanepool__topo_node){node, n > 0 ? (uint32_t)n : 0, cpus};
   }
   return 0;
 #else

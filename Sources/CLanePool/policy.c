@@ -28,7 +28,7 @@ static const lanepool_priority_class_t class_of_band[LANEPOOL_BAND_COUNT] = {
     LANEPOOL_PRIORITY_LOW, LANEPOOL_PRIORITY_BACKGROUND};
 
 #define SIZE ((uint32_t)sizeof(lanepool_band_policy_t))
-static const lanepool_band_policy_t default_policy[LANEPOOL_BAND_COUNT] = {
+const lanepool_band_policy_t lanepool__default_policy[LANEPOOL_BAND_COUNT] = {
     /* struct_size, sched, rt, nice, ioprio class, level, timer slack, EEVDF slice */
     {SIZE, LANEPOOL_SCHED_OTHER, 0, -5, LANEPOOL_IOPRIO_BE, 0, 0, 100000},
     {SIZE, LANEPOOL_SCHED_OTHER, 0, -3, LANEPOOL_IOPRIO_BE, 2, 0, 100000},
@@ -49,13 +49,9 @@ int lanepool_default_policy_sized(lanepool_qos_t qos, lanepool_band_policy_t *ou
   int b = lanepool_band_index(qos);
   if (b < 0 || !out || !lanepool__size_accepted(out->struct_size, sizeof *out)) return EINVAL;
   uint32_t size = out->struct_size;
-  memcpy(out, &default_policy[b], size); /* an older caller's prefix */
+  memcpy(out, &lanepool__default_policy[b], size); /* an older caller's prefix */
   out->struct_size = size;
   return 0;
-}
-
-void lanepool__default_policies(lanepool_band_policy_t out[LANEPOOL_BAND_COUNT]) {
-  memcpy(out, default_policy, sizeof default_policy);
 }
 
 /* 0 or EINVAL with *field naming the bad field of config.policy[band]. */
@@ -204,12 +200,9 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
    *    a refused SCHED_IDLE becomes SCHED_BATCH (both keep the band's direction). */
   a->sched.requested = p->sched;
   a->sched.error = lanepool__set_sched(tid, p->sched, p->rt_priority);
-  if (a->sched.error) {
-    if (p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR)
-      (void)lanepool__set_sched(tid, LANEPOOL_SCHED_OTHER, 0);
-    else if (p->sched == LANEPOOL_SCHED_IDLE)
-      (void)lanepool__set_sched(tid, LANEPOOL_SCHED_BATCH, 0);
-  }
+  bool rt = p->sched == LANEPOOL_SCHED_FIFO || p->sched == LANEPOOL_SCHED_RR;
+  if (a->sched.error && (rt || p->sched == LANEPOOL_SCHED_IDLE))
+    (void)lanepool__set_sched(tid, rt ? LANEPOOL_SCHED_OTHER : LANEPOOL_SCHED_BATCH, 0);
   a->sched.got = sched_getscheduler(tid) & ~SCHED_RESET_ON_FORK;
 
   /* 2. Nice. Raising nice is always allowed; lowering it needs CAP_SYS_NICE or
@@ -220,8 +213,7 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   a->nice.error = lanepool__set_nice(tid, p->nice);
   if (a->nice.error && p->nice < start) {
     int floor = lanepool__lowest_permitted_nice(start);
-    int target = p->nice > floor ? p->nice : floor;
-    if (target < start) (void)lanepool__set_nice(tid, target);
+    if (floor < start) (void)lanepool__set_nice(tid, p->nice > floor ? p->nice : floor);
   }
   a->nice.got = lanepool__get_nice(tid);
 
@@ -232,13 +224,9 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
     int value = lanepool__ioprio_value((int)p->ioprio_class, p->ioprio_level);
     a->ioprio.requested = value;
     a->ioprio.error = lanepool__set_ioprio(tid, value);
-    if (a->ioprio.error) {
-      if (p->ioprio_class == LANEPOOL_IOPRIO_RT)
-        (void)lanepool__set_ioprio(tid,
-                                   lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, p->ioprio_level));
-      else if (p->ioprio_class == LANEPOOL_IOPRIO_IDLE)
-        (void)lanepool__set_ioprio(tid, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, 7));
-    }
+    int level = p->ioprio_class == LANEPOOL_IOPRIO_RT ? p->ioprio_level : 7; /* else IDLE's */
+    if (a->ioprio.error && p->ioprio_class != LANEPOOL_IOPRIO_BE)
+      (void)lanepool__set_ioprio(tid, lanepool__ioprio_value(LANEPOOL_IOPRIO_BE, level));
   }
   a->ioprio.got = lanepool__get_ioprio(tid);
 

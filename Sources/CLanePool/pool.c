@@ -23,7 +23,7 @@ static void config_defaults(lanepool_config_t *cfg) {
    * (it must not steal a core from anyone). Tuned by lanepool-bench. */
   static const uint32_t spin[LANEPOOL_BAND_COUNT] = {50000, 30000, 20000, 5000, 0};
   memcpy(cfg->spin_ns, spin, sizeof spin);
-  lanepool__default_policies(cfg->policy);
+  memcpy(cfg->policy, lanepool__default_policy, sizeof cfg->policy);
 }
 
 int lanepool_config_init_sized(lanepool_config_t *cfg, uint32_t struct_size) {
@@ -183,12 +183,9 @@ static int lanes_alloc(lanepool_t *pool, const lanepool_config_t *cfg) {
   /* Each band's queue: a ring per lane, as large as a lane's. */
   for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
     rc = lanepool__bandq_init(&pool->bands[b], per_band, pool->ring_capacity);
-  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++) {
-    for (uint32_t i = 0; !rc && i < per_band; i++) {
-      lanepool_lane_t *lane = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);
-      pool->lanes[b * per_band + i] = lane;
-    }
-  }
+  for (uint32_t b = 0; !rc && b < LANEPOOL_BAND_COUNT; b++)
+    for (uint32_t i = 0; !rc && i < per_band; i++)
+      pool->lanes[b * per_band + i] = lanepool__lane_new(pool, b, i, cfg, plan[i], &rc);
   /* Where the rescue lanes run: with placement, on the union of the band lanes' CPUs
    * (a CPU or a node's CPUs each), so they keep to the CPUs the pool was given. */
   if (!rc && cfg->placement != LANEPOOL_PLACEMENT_NONE) rc = rescue_cpus(pool, plan, per_band);
@@ -419,11 +416,8 @@ int lanepool_default(lanepool_t **out) {
   bool created = false;
   p = atomic_load_explicit(&default_pool, memory_order_relaxed);
   if (!p) {
-    lanepool_config_t cfg;
-    if (default_cfg.struct_size)
-      cfg = default_cfg;
-    else
-      lanepool_config_init(&cfg);
+    lanepool_config_t cfg = default_cfg; /* struct_size 0: not configured */
+    if (!cfg.struct_size) lanepool_config_init(&cfg);
     if (!cfg.name) cfg.name = "lanepool";
     rc = default_env(&cfg);
     if (rc == 0) rc = create_pool(&cfg, 1, &p);

@@ -91,12 +91,8 @@ static inline void lanepool__ring_init(lanepool__ring *r, lanepool__slot *slots,
                                        uint64_t capacity) {
   r->slots = slots;
   r->mask = capacity - 1;
-  for (uint64_t i = 0; i < capacity; i++) {
+  for (uint64_t i = 0; i < capacity; i++) /* (a cell's fields are read once it is published) */
     atomic_init(&slots[i].seq, i);
-    slots[i].fn = NULL;
-    slots[i].ctx = NULL;
-    slots[i].arg = NULL;
-  }
   atomic_init(&r->tail, 0);
   atomic_init(&r->head, 0);
 }

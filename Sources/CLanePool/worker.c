@@ -25,11 +25,15 @@
 #include <unistd.h>
 
 /* Away, then one look at its own queue (pair 1, park.c; see the top). true if its lane
- * has work and is free: the caller runs that first instead. */
-static bool go_away(lanepool_lane_t *me) {
+ * has work and is free: the caller runs that first instead; on the band's fair turn
+ * (`fair`) that lane is announced to the band instead (a sibling may take it). */
+static bool go_away(lanepool_lane_t *me, bool fair) {
   if (!atomic_load_explicit(&me->away, memory_order_relaxed))
     atomic_store_explicit(&me->away, 1, memory_order_seq_cst);
-  return atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(me);
+  bool mine =
+      atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(me);
+  if (mine && fair) lanepool__band_wake(me->pool, me->band);
+  return mine && !fair;
 }
 
 static void come_back(lanepool_lane_t *me) {
@@ -46,10 +50,7 @@ static bool adopt_sibling(lanepool_lane_t *me, bool fair, unsigned source) {
     if (!atomic_load_explicit(&s->away, memory_order_relaxed) ||
         atomic_load_explicit(&s->excl, memory_order_relaxed) != 0 || !lanepool__lane_has_work(s))
       continue;
-    if (go_away(me)) {
-      if (!fair) return true; /* its own lane first */
-      lanepool__band_wake(me->pool, me->band);
-    }
+    if (go_away(me, fair)) return true; /* its own lane first */
     if (!lanepool__excl_take(s)) continue;
     /* (A thread of the pool: the lane is freed only after every thread was joined.) */
     uint32_t ran = lanepool__run_lane(me, s, LANEPOOL__FAIR_EVERY, source, NULL, NULL);
@@ -77,10 +78,7 @@ static void lift(lanepool_lane_t *me, uint32_t b, bool up) {
 static bool run_band_job(lanepool_lane_t *me, uint32_t b, unsigned source, bool fair) {
   lanepool__band *band = &me->pool->bands[b];
   if (!lanepool__bandq_nonempty(band)) return false;
-  if (go_away(me)) {
-    if (!fair) return true;
-    lanepool__band_wake(me->pool, me->band);
-  }
+  if (go_away(me, fair)) return true;
   lanepool__task task;
   if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
@@ -134,10 +132,9 @@ static bool rescue_look(lanepool_lane_t *me) {
 static void cancel_pass(lanepool_lane_t *me) {
   lanepool_t *pool = me->pool;
   uint32_t n = pool->lanes_per_band;
-  if (lanepool__excl_try(me)) lanepool__excl_release(me);
-  for (uint32_t i = 0; i <= n; i++) {
-    lanepool_lane_t *l = lanepool__band_lane(pool, me->band, i);
-    if (l != me && lanepool__excl_try(l)) lanepool__excl_release(l);
+  for (uint32_t k = 0; k <= n; k++) { /* the rescue lane's index is n */
+    lanepool_lane_t *l = lanepool__band_lane(pool, me->band, (me->index + k) % (n + 1));
+    if (lanepool__excl_try(l)) lanepool__excl_release(l);
   }
 }
 
