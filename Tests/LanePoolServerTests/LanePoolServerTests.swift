@@ -367,14 +367,14 @@
         }
       }  // 120 ms of work
       #expect(await eventually { done.n == 6 })
-      for _ in 0..<10 {
-        collector.sample()
-        try await Task.sleep(for: .milliseconds(5))
-      }
+      // Ten probes counted: a sample sends none while the lane's last is still queued (a
+      // loaded machine), so sample until ten have run, not ten times.
+      let probes = { buckets(registry.emitToString(), LanePoolMetrics.Label.queueWait, #"pool="svc6",qos="utility""#) }
       #expect(
         await eventually {
           collector.sample()
-          return (value(registry, LanePoolMetrics.Label.busyTime, #"qos="utility""#) ?? 0) >= 0.1
+          return (probes().last?.count ?? 0) >= 10
+            && (value(registry, LanePoolMetrics.Label.busyTime, #"qos="utility""#) ?? 0) >= 0.1
         })
       let text = registry.emitToString()
 
