@@ -209,7 +209,8 @@ inline work_for(me, r) {
   if :: !r -> r = ORPHANED(1 - me) :: else -> skip fi
 }
 
-/* go_away: away = 1, then one look at its own lane (true: free with work). */
+/* go_away: away = 1, then one look at its own lane (true: free with work). worker.c's
+ * go_away also makes the fair turn's band_wake (below, in the caller here). */
 inline go_away(me, r) {
   away[me] = true;
   if

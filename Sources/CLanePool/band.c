@@ -56,7 +56,11 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   lanepool_band_policy_t p = {.struct_size = sizeof p};
   (void)lanepool_default_policy_sized(qos, &p);
 
-  lanepool_band_token_t t = {.struct_size = out->struct_size, .tid = tid, .qos = qos};
+  lanepool_band_token_t t;
+  memset(&t, 0, sizeof t); /* padding too: the caller gets these bytes */
+  t.struct_size = out->struct_size;
+  t.tid = tid;
+  t.qos = qos;
   /* What restore puts back. */
   int policy = sched_getscheduler(0);
   struct sched_param sp = {0};

@@ -564,10 +564,10 @@ void lanepool__boost_thread_started(lanepool_lane_t *lane);
 void lanepool__lane_thread_leaving(lanepool_lane_t *lane);
 #ifdef LANEPOOL_TEST_HOOKS
 /* Tests only: when set, called at named points: "boost_apply" (under boost_lock, before
- * the system calls for thread `arg`), "boost_end" (lanepool_lane_boost_end, registered), "apply_policy" (a lane's thread before its band,
- * `arg` its tid), "calls_wait" (destroy waiting for a call under way), "sched_syscall"
- * (each scheduling system call of policy.c, getrlimit included), "sync_refused" (a
- * queued sync's push refused, `arg` its error). */
+ * the system calls for thread `arg`), "boost_end" (lanepool_lane_boost_end, registered),
+ * "apply_policy" (a lane's thread before its band, `arg` its tid), "calls_wait" (destroy
+ * waiting for a call under way), "sched_syscall" (each scheduling system call of policy.c,
+ * getrlimit included), "sync_refused" (a queued sync's push refused, `arg` its error). */
 typedef void (*lanepool__test_point_fn)(const char *point, lanepool_lane_t *lane, long arg);
 extern _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #define LANEPOOL__TEST_POINT(name, lane, arg)                                                      \
