@@ -101,9 +101,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
     err = EPERM;
   } else if (p.nice != t.saved_nice) {
     err = lanepool__set_nice(0, p.nice);
-    int floor =
-        err && p.nice < t.saved_nice ? lanepool__lowest_permitted_nice(t.saved_nice) : t.saved_nice;
-    if (floor < t.saved_nice) (void)lanepool__set_nice(0, p.nice > floor ? p.nice : floor);
+    if (err) lanepool__nice_as_permitted(0, p.nice, t.saved_nice);
   }
   refused |= record(&t.nice, p.nice, lanepool__get_nice(0), err);
 

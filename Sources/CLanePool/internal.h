@@ -593,6 +593,9 @@ int lanepool__ioprio_value(int ioprio_class, int level);
 int lanepool__nice_floor(void);
 /* ...and the lowest it may go from `current`: that floor if below, else `current`. */
 int lanepool__lowest_permitted_nice(int current);
+/* ...and after a refused lowering from `start` to `want`: as low as that, never below
+ * `want` (lanes and entered threads alike). */
+void lanepool__nice_as_permitted(pid_t tid, int want, int start);
 bool lanepool__has_cap_sys_nice(void); /* in the calling thread's effective set */
 /* LANEPOOL_NICE_SHIFT's amount for a table, for a pool the calling thread creates (its
  * lanes start at its nice): how far the table's lowest nice is below the lowest this

@@ -162,6 +162,11 @@ int lanepool__lowest_permitted_nice(int current) {
   return floor < current ? floor : current;
 }
 
+void lanepool__nice_as_permitted(pid_t tid, int want, int start) {
+  int floor = want < start ? lanepool__lowest_permitted_nice(start) : start;
+  if (floor < start) (void)lanepool__set_nice(tid, want > floor ? want : floor);
+}
+
 /* The kernel honours CAP_SYS_NICE for nice and policy only in the initial user namespace
  * (capable(), not ns_capable()): a container's root with a full effective set may still
  * be refused. Its namespace is the initial one when /proc says so (PROC_USER_INIT_INO);
@@ -211,10 +216,7 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
   int start = lanepool__get_nice(tid);
   a->nice.requested = p->nice;
   a->nice.error = lanepool__set_nice(tid, p->nice);
-  if (a->nice.error && p->nice < start) {
-    int floor = lanepool__lowest_permitted_nice(start);
-    if (floor < start) (void)lanepool__set_nice(tid, p->nice > floor ? p->nice : floor);
-  }
+  if (a->nice.error) lanepool__nice_as_permitted(tid, p->nice, start);
   a->nice.got = lanepool__get_nice(tid);
 
   /* 3. I/O priority. A refused RT class becomes best-effort at the same level; a
