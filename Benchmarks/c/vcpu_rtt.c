@@ -18,6 +18,7 @@
 #include <time.h>
 
 static _Alignas(64) _Atomic uint64_t ball;
+static _Atomic int ready; /* 1: the answering thread is on CPU b; -1: it could not get there */
 static uint64_t rounds = 200000;
 static int cpu_b = 1;
 
@@ -36,7 +37,11 @@ static int pin(int cpu) {
 
 static void *answer(void *arg) {
   (void)arg;
-  (void)pin(cpu_b); /* allowed (main checked) */
+  if (pin(cpu_b)) {
+    atomic_store(&ready, -1);
+    return NULL;
+  }
+  atomic_store(&ready, 1);
   for (uint64_t i = 1; i < 2 * rounds; i += 2) {
     while (atomic_load_explicit(&ball, memory_order_acquire) != i) {}
     atomic_store_explicit(&ball, i + 1, memory_order_release);
@@ -45,19 +50,25 @@ static void *answer(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc > 1) rounds = strtoull(argv[1], NULL, 10);
-  int cpu_a = argc > 2 ? atoi(argv[2]) : 0;
-  if (argc > 3) cpu_b = atoi(argv[3]);
+  char *end = "";
+  if (argc > 1) rounds = argv[1][0] == '-' ? 0 : strtoull(argv[1], &end, 10);
+  int cpu_a = argc > 2 ? (int)strtol(argv[2], &end, 10) : 0;
+  if (argc > 3) cpu_b = (int)strtol(argv[3], &end, 10);
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   (void)sched_getaffinity(0, sizeof allowed, &allowed);
-  if (rounds == 0 || cpu_a == cpu_b || cpu_b < 0 || cpu_b >= CPU_SETSIZE ||
-      !CPU_ISSET(cpu_b, &allowed) || pin(cpu_a)) {
-    fprintf(stderr, "usage: vcpu_rtt [N > 0] [cpu a] [cpu b, not a]; both CPUs allowed\n");
+  if (*end || rounds == 0 || rounds > (UINT64_C(1) << 40) || cpu_a == cpu_b || cpu_b < 0 ||
+      cpu_b >= CPU_SETSIZE || !CPU_ISSET(cpu_b, &allowed) || pin(cpu_a)) {
+    fprintf(stderr, "usage: vcpu_rtt [N, 1 to 2^40] [cpu a] [cpu b, not a]; both CPUs allowed\n");
     return 2;
   }
   pthread_t t;
   if (pthread_create(&t, NULL, answer, NULL)) return 1;
+  while (!atomic_load(&ready)) {}
+  if (atomic_load(&ready) < 0) {
+    fprintf(stderr, "vcpu_rtt: cannot run on CPU %d\n", cpu_b);
+    return 1;
+  }
   uint64_t t0 = now_ns();
   for (uint64_t i = 0; i < 2 * rounds; i += 2) {
     atomic_store_explicit(&ball, i + 1, memory_order_release);

@@ -1285,8 +1285,8 @@ static void test_lifted_job_runs_at_its_band(void) {
    * thread only after 100 ms without progress, LANEPOOL__RESCUE_NS). */
   for (int i = 0; i < 2; i++) CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
   POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
-  /* The band below the lifter's parked (a new pool's threads spin first): no lift while it
-   * runs work (no_lift_beside_lower_work). */
+  /* The band below the lifter's parked (a new pool's background threads have not yet made
+   * their first trip to park): no lift while it runs work (no_lift_beside_lower_work). */
   POLL_WHILE(atomic_load(&pool->bands[LANEPOOL_BAND_COUNT - 1].idle) < 2);
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_push, NULL), 0);
   if (may) {
