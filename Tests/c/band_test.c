@@ -1246,7 +1246,11 @@ static void lift_after(void *ctx) {
   atomic_store(&lift.after_on, gettid_());
 }
 
-/* A pool of two lanes per band (one lane per band never lifts), the shared state reset. */
+/* A pool of two lanes per band (one lane per band never lifts), the shared state reset.
+ * Its rescue threads wait an hour instead of 100 ms (LANEPOOL__RESCUE_NS) before they
+ * take a job nobody took: the lifting tests check who ran the job, and a pusher slow to
+ * make its next idle look (a loaded machine) would otherwise see it taken by the band's
+ * rescue thread. lift_pool_destroy puts the 100 ms back. */
 static lanepool_t *lift_pool(const char *name) {
   lanepool_config_t cfg;
   lanepool_config_init(&cfg);
@@ -1255,10 +1259,16 @@ static lanepool_t *lift_pool(const char *name) {
   cfg.log = count_log;
   lanepool_t *pool = NULL;
   CHECK_RC(lanepool_create(&cfg, &pool), 0);
+  if (pool) atomic_store(&lanepool__rescue_ns, UINT64_C(3600000000000));
   memset(&lift, 0, sizeof lift);
   lift.pool = pool;
   atomic_store(&gate, 0);
   return pool;
+}
+
+static void lift_pool_destroy(lanepool_t *pool) {
+  CHECK_RC(lanepool_destroy(pool), 0);
+  atomic_store(&lanepool__rescue_ns, UINT64_C(100000000));
 }
 
 static void test_lifted_job_runs_at_its_band(void) {
@@ -1281,8 +1291,8 @@ static void test_lifted_job_runs_at_its_band(void) {
    * not come back, and the pool's userInteractive lanes did not get theirs either. */
   bool may = mode == MODE_ROOT;
   CHECK(((atomic_load(&pool->lift_ok) & 1u) != 0) == may);
-  /* The band's threads held: nothing but a lifter can run its job at once (its rescue
-   * thread only after 100 ms without progress, LANEPOOL__RESCUE_NS). */
+  /* The band's threads held: nothing but a lifter can run its job (its rescue thread only
+   * after an hour without progress, lift_pool). */
   for (int i = 0; i < 2; i++) CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
   POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
   /* The band below the lifter's parked (a new pool's background threads have not yet made
@@ -1327,7 +1337,7 @@ static void test_lifted_job_runs_at_its_band(void) {
   CHECK(attrs_equal(&lift.after, &ut_own) && lift.after_slack == ut_info.timer_slack.got);
   for (int i = 0; i < 2; i++)
     CHECK(atomic_load(&ut[i]->lift) == LANEPOOL_BAND_COUNT && unboosted(ut[i]));
-  CHECK_RC(lanepool_destroy(pool), 0);
+  lift_pool_destroy(pool);
 }
 
 /* ---- not while a lower band runs work: with both background threads busy, the utility
@@ -1354,15 +1364,19 @@ static void test_no_lift_beside_lower_work(void) {
    * before or after a utility job pushed now. */
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_UTILITY, lift_after, NULL), 0);
   POLL_WHILE(!atomic_load(&lift.after_on));
+  /* Both utility threads parked: each has made its idle look while the background band
+   * ran work, so none lifts once the gate lets that work end. */
+  POLL_WHILE(atomic_load(&pool->bands[lanepool_band_index(LANEPOOL_QOS_UTILITY)].idle) < 2);
+  CHECK(atomic_load(&pool->bands[lanepool_band_index(LANEPOOL_QOS_UTILITY)].idle) == 2);
   atomic_store(&gate, 1);
   POLL_WHILE(!atomic_load(&lift.done));
-  /* Run by a thread of its band (its rescue thread if this took 100 ms), not lifted. */
+  /* Run by a thread of its band, not lifted. */
   lanepool_lane_t *rescue = NULL;
   lanepool_rescue_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, &rescue);
   pid_t ran = (pid_t)atomic_load(&lift.ran_on);
   CHECK(ran != (pid_t)atomic_load(&lift.pusher));
   CHECK(ran == tid_of(ui[0]) || ran == tid_of(ui[1]) || ran == tid_of(rescue));
-  CHECK_RC(lanepool_destroy(pool), 0);
+  lift_pool_destroy(pool);
 }
 
 /* ---- a lifted job that runs a closure inline on an idle background lane, where a
@@ -1427,7 +1441,7 @@ static void test_lifted_carrier_not_lowered(void) {
   POLL_WHILE(!atomic_load(&lift.done));
   atomic_store(&gate, 1);
   CHECK(atomic_load(&lift.done) == 1 && unboosted(lift_bg));
-  CHECK_RC(lanepool_destroy(pool), 0);
+  lift_pool_destroy(pool);
 }
 
 /* ---- nested: the borrower runs a closure inline on an idle utility lane, and inside it
