@@ -27,8 +27,6 @@ static __thread pid_t entered_as;
 _Atomic(lanepool__test_point_fn) lanepool__test_point;
 #endif
 
-static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
-
 static bool is_rt(int policy) { return policy == SCHED_FIFO || policy == SCHED_RR; }
 
 /* The first error of several steps. */
@@ -49,7 +47,7 @@ int lanepool_thread_enter_band_sized(lanepool_qos_t qos, unsigned flags,
   if (b < 0 || !out || (flags & ~LANEPOOL_BAND_STRICT) ||
       !lanepool__size_accepted(out->struct_size, sizeof *out))
     return EINVAL;
-  pid_t tid = own_tid();
+  pid_t tid = (pid_t)syscall(SYS_gettid);
   lanepool_lane_t *cur = lanepool__current;
   if (cur && atomic_load_explicit(&cur->tid, memory_order_relaxed) == (int)tid) return EBUSY;
   int saved_errno = errno;
@@ -148,7 +146,7 @@ int lanepool_thread_restore(const lanepool_band_token_t *token) {
   if (!token || !lanepool__size_accepted(token->struct_size, sizeof *token)) return EINVAL;
   /* The thread that entered, or its copy in a fork child (the forking thread's copy has
    * its thread-locals, and another tid). */
-  if (token->tid != own_tid() && token->tid != entered_as) return EINVAL;
+  if (token->tid != (pid_t)syscall(SYS_gettid) && token->tid != entered_as) return EINVAL;
   int saved_errno = errno;
   int first = 0; /* the first error */
   /* The order of entering: policy (which resets a custom slice), nice, I/O priority,

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <linux/membarrier.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>

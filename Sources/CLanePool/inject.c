@@ -97,6 +97,4 @@ void lanepool__inject(int point) {
     nanosleep(&ts, NULL);
   }
 }
-#else
-typedef int lanepool__inject_unused; /* ISO C wants a declaration in every unit */
 #endif

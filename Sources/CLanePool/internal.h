@@ -22,8 +22,6 @@
 #include "inject.h"
 #include "ring.h"
 
-typedef lanepool__ring_task lanepool__task;
-
 /* n bytes rounded up to whole cache lines. */
 #define LANEPOOL__LINES(n) (((n) + LANEPOOL__CACHE_LINE - 1) & ~(size_t)(LANEPOOL__CACHE_LINE - 1))
 
@@ -94,7 +92,7 @@ typedef struct lanepool__timer_entry {
   void *ctx;
 } lanepool__timer_entry;
 
-/* Intake modes, shared by a lane's overflow list and the timer facility. */
+/* Intake modes, shared by the overflow lists and the timer facility. */
 /* Ordered: a push is refused when intake > (it comes from a lane of the pool). */
 enum { LANEPOOL__OPEN = 0, LANEPOOL__INTAKE_OWN_ONLY = 1, LANEPOOL__INTAKE_CLOSED = 2 };
 
@@ -551,9 +549,7 @@ uint32_t lanepool__lift_bands(const lanepool_t *pool);
  * back what it had, at once for a thread of the pool, else once `holds_more` is false
  * (no lane held any more). */
 void lanepool__carrier_give(lanepool_lane_t *lane, uint32_t self, bool holds_more);
-/* This thread's carrier settings to put back once it holds no lane (band.c; `band`
- * nonzero: some are owed). */
-extern __thread lanepool__carrier lanepool__carrier_owed;
+extern __thread lanepool__carrier lanepool__carrier_owed; /* band.c; `band` nonzero: owed */
 void lanepool__boost_leave(lanepool_lane_t *lane, _Atomic uint32_t *ticket);
 /* Drops one waiter of `band` (a ticket already swapped to 0) and updates. */
 void lanepool__boost_drop(lanepool_lane_t *lane, uint32_t band);
@@ -587,9 +583,9 @@ void lanepool__apply_policy(lanepool__applied *a, pid_t tid, const lanepool_band
 int lanepool__get_ioprio(pid_t tid);
 /* The ioprio_set(2) value of a class and level (the idle class has level 0). */
 int lanepool__ioprio_value(int ioprio_class, int level);
-/* The nice rule, one copy for lanes (policy.c) and band.c: the lowest nice a thread
- * without CAP_SYS_NICE may set, 20 - RLIMIT_NICE (-20 for RLIM_INFINITY; 20 when the
- * rlimit is 0 or unreadable: it may only raise its nice)... */
+/* The nice rule (the kernel's is_nice_reduction), one copy for lanes and band.c: the
+ * lowest nice a thread without CAP_SYS_NICE may set, 20 - RLIMIT_NICE (-20 for
+ * RLIM_INFINITY; 20 when the rlimit is 0 or unreadable: it may only raise its nice)... */
 int lanepool__nice_floor(void);
 /* ...and the lowest it may go from `current`: that floor if below, else `current`. */
 int lanepool__lowest_permitted_nice(int current);
@@ -638,7 +634,7 @@ void lanepool__calls_wait(const lanepool_t *pool);
 /* true if this thread is inside a call on `pool` (or one of its lanes): a callback run
  * by that call (a log line) that destroys the pool would free it under the call. */
 bool lanepool__calls_inside(const lanepool_t *pool);
-/* lane.c: true if a lane of `pool` waits, through a chain of syncs, for the closure this
+/* sync.c: true if a lane of `pool` waits, through a chain of syncs, for the closure this
  * thread runs: shutting `pool` down from here would wait for itself. */
 bool lanepool__chain_holds_pool(const lanepool_t *pool);
 #define LANEPOOL__ANONYMOUS ((const void *)1) /* a call by a thread without a record */
@@ -722,8 +718,6 @@ extern const char *const lanepool__band_short_names[LANEPOOL_BAND_COUNT];
 extern const lanepool_qos_t lanepool__qos_of_band[LANEPOOL_BAND_COUNT];
 int lanepool__size_accepted(uint32_t struct_size, size_t current); /* 1: accepted (see there) */
 
-/* The scheduler's files and what they offer each other (spill.c, bandq.c, lane.c,
- * park.c, sync.c, worker.c). */
 #include "scheduler.h"
 
 #endif /* LANEPOOL_INTERNAL_H */

@@ -238,9 +238,6 @@ static bool work_for(lanepool_lane_t *lane) {
 
 /* ---- spinning ------------------------------------------------------------------------ */
 
-/* true when the lanes running tasks are at least the CPUs the pool's lanes may use: a
- * spinner would then keep a CPU only by preempting one of them (docs/architecture.md,
- * "Park and wake", lanepool__cpus_taken). No CPU known: never. */
 bool lanepool__cpus_taken(const lanepool_t *pool) {
   if (pool->spin_cpus == 0) return false;
   uint32_t awake = 0;

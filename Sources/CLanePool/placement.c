@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,32 +35,6 @@ const int *lanepool__test_allowed;
 uint32_t lanepool__test_allowed_count;
 #endif
 
-/* The calling thread's allowed CPUs: a CPU_ALLOC set, grown until sched_getaffinity
- * takes its size (the kernel's mask may be larger than cpu_set_t's 1024 bits). */
-static cpu_set_t *affinity_set(size_t *size, int *err) {
-  for (int n = CPU_SETSIZE; n <= (1 << 22); n *= 2) {
-    cpu_set_t *set = CPU_ALLOC(n);
-    if (!set) {
-      *err = ENOMEM;
-      return NULL;
-    }
-    size_t sz = CPU_ALLOC_SIZE(n);
-    CPU_ZERO_S(sz, set);
-    if (sched_getaffinity(0, sz, set) == 0) {
-      *size = sz;
-      return set;
-    }
-    int e = errno;
-    CPU_FREE(set);
-    if (e != EINVAL) {
-      *err = e;
-      return NULL;
-    }
-  }
-  *err = EINVAL;
-  return NULL;
-}
-
 int lanepool__affinity_cpus(int **out, uint32_t *count) {
   *out = NULL;
   *count = 0;
@@ -74,10 +47,21 @@ int lanepool__affinity_cpus(int **out, uint32_t *count) {
     return 0;
   }
 #endif
+  /* A CPU_ALLOC set, grown until sched_getaffinity takes its size (internal.h). */
+  cpu_set_t *set = NULL;
   size_t size = 0;
-  int err = 0;
-  cpu_set_t *set = affinity_set(&size, &err);
-  if (!set) return err;
+  for (int n = CPU_SETSIZE; !set; n *= 2) {
+    if (n > (1 << 22)) return EINVAL;
+    if (!(set = CPU_ALLOC(n))) return ENOMEM;
+    size = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(size, set);
+    if (sched_getaffinity(0, size, set) != 0) {
+      int e = errno;
+      CPU_FREE(set);
+      set = NULL;
+      if (e != EINVAL) return e;
+    }
+  }
   uint32_t total = (uint32_t)CPU_COUNT_S(size, set), n = 0;
   int *cpus = malloc((total ? total : 1) * sizeof *cpus);
   if (!cpus) {

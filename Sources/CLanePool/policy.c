@@ -147,8 +147,6 @@ int lanepool__ioprio_value(int ioprio_class, int level) {
   return (ioprio_class << 13) | (ioprio_class == LANEPOOL_IOPRIO_IDLE ? 0 : level);
 }
 
-/* The kernel's rule (is_nice_reduction): a thread may lower its nice to n when
- * 20 - n <= RLIMIT_NICE, or with CAP_SYS_NICE; raising it is always allowed. */
 int lanepool__nice_floor(void) {
   LANEPOOL__TEST_POINT("sched_syscall", NULL, 0);
   struct rlimit rl;

@@ -58,7 +58,7 @@ typedef struct lanepool__ring_task {
   lanepool__ring_fn fn;
   void *ctx;
   void *arg;
-} lanepool__ring_task;
+} lanepool__ring_task, lanepool__task;
 
 /* A cell is the sequence number and the three task words, 32 bytes: two cells per cache
  * line, never one straddling two (the slot array is line-aligned). */

@@ -68,7 +68,6 @@ void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_dis
                              void *discard_arg);
 /* Cancel: answers every sync queued on the lane ECANCELED (its cell then skipped). */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane);
-/* A queued sync (lane.c): its record lives in the caller's frame while it waits. */
 typedef struct lanepool__held {
   const lanepool_lane_t *lane;
   const struct lanepool__held *up;
@@ -87,6 +86,7 @@ typedef struct lanepool__chain_link {
 #define LANEPOOL__CHAIN_LINKS 8 /* the innermost lanes of a chain a waiter is listed on */
 /* A sync's state while its waiter is asked to walk the chain again (band.c). */
 #define LANEPOOL__SYNC_REWALK 3u
+/* A queued sync (lane.c): its record lives in the caller's frame while it waits. */
 typedef struct lanepool__sync {
   lanepool_fn fn;
   void *ctx;
@@ -163,7 +163,7 @@ int lanepool__band_push(lanepool_t *pool, uint32_t band, lanepool_fn fn, void *c
  * some showed up, then *since: a time at most one round of polls before (no clock read). */
 bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *since);
 /* The pool's lanes running tasks (awake, neither spinning nor parked) are at least the
- * CPUs it may use: a thread then parks rather than spin. */
+ * CPUs it may use (none known: never): a thread then parks rather than spin. */
 bool lanepool__cpus_taken(const lanepool_t *pool);
 void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);

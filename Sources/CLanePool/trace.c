@@ -157,6 +157,4 @@ void lanepool__trace(unsigned kind, const lanepool_lane_t *lane, unsigned source
   atomic_store_explicit(&e->ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
                         memory_order_release);
 }
-#else
-typedef int lanepool__trace_unused; /* ISO C: a translation unit is not empty */
 #endif

@@ -296,7 +296,9 @@ static void thread_lost(void *arg) {
   pthread_mutex_unlock(&lane->thread_lock);
 }
 
-static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
+/* A lane's thread: its first (applied: the lane's record, which info reports, and the
+ * creator waits for it) or a successor (lane_resume). */
+static void *lane_thread(lanepool_lane_t *lane, lanepool__applied *applied) {
   lanepool__current = lane;
   lanepool__thread_lane = lane;
   lanepool__pool_thread = lane->pool;
@@ -310,9 +312,10 @@ static void lane_enter(lanepool_lane_t *lane, lanepool__applied *applied) {
   atomic_store_explicit(&lane->running, 1, memory_order_relaxed);
   atomic_store_explicit(&lane->tid, (int)tid, memory_order_release);
   lanepool__boost_thread_started(lane); /* waiters may hold a boost for this lane */
-}
-
-static void lane_run(lanepool_lane_t *lane) {
+  if (applied == &lane->applied) {
+    atomic_fetch_add_explicit(&lane->pool->started, 1, memory_order_release);
+    lanepool__futex_wake((_Atomic uint32_t *)&lane->pool->started, 1);
+  }
   pthread_cleanup_push(thread_lost, lane);
   lane_loop(lane);
   pthread_cleanup_pop(0);
@@ -321,23 +324,14 @@ static void lane_run(lanepool_lane_t *lane) {
   lanepool__current = NULL;
   lanepool__pool_thread = NULL;
   LANEPOOL_INJECT(LANEPOOL__AT_EXIT);
-}
-
-static void *lane_main(void *arg) {
-  lanepool_lane_t *lane = arg;
-  lane_enter(lane, &lane->applied);
-  atomic_fetch_add_explicit(&lane->pool->started, 1, memory_order_release);
-  lanepool__futex_wake((_Atomic uint32_t *)&lane->pool->started, 1);
-  lane_run(lane);
   return NULL;
 }
+
+static void *lane_main(void *arg) { return lane_thread(arg, &((lanepool_lane_t *)arg)->applied); }
 
 static void *lane_resume(void *arg) {
-  lanepool_lane_t *lane = arg;
   lanepool__applied applied; /* the first thread's record stays what info reports */
-  lane_enter(lane, &applied);
-  lane_run(lane);
-  return NULL;
+  return lane_thread(arg, &applied);
 }
 
 int lanepool__lane_start(lanepool_lane_t *lane) {
