@@ -133,8 +133,13 @@
       let gate = DispatchSemaphore(value: 0)
       let ran = Count()
       let lane = pool.queue(for: .background)
-      try lane.async { gate.wait() }
+      let began = Count()
+      try lane.async {
+        began.bump()
+        gate.wait()
+      }
       for _ in 0..<100 { try lane.async { ran.bump() } }
+      #expect(await eventually { began.n == 1 })  // running: the cancel does not discard it
       let task = Task { try await LanePoolService(pool: pool, logger: logger).run() }
       try await Task.sleep(for: .milliseconds(20))
       task.cancel()
@@ -231,6 +236,7 @@
       try pool.queue(for: .background).async { earlier.wait() }
       #expect(await eventually { pool.queue(for: .background).info.isStalled })
       earlier.signal()
+      #expect(await eventually { !pool.queue(for: .background).info.isStalled })  // over
       // One under way when it starts.
       let gate = DispatchSemaphore(value: 0)
       let lane = pool.queue(for: .utility)

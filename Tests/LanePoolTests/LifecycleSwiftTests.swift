@@ -126,11 +126,19 @@ struct LifecycleSwiftTests {
     let pool = try LanePool(name: uniqueName("rdis"), lanesPerBand: 1)
     let lane = pool.queue(for: .background)
     let gate = DispatchSemaphore(value: 0)
-    let ran = Counter()
-    try lane.async { gate.wait() }
+    let ran = Counter(), began = Counter()
+    try lane.async {
+      began.bump()
+      gate.wait()
+    }
     // The band's rescue thread would take the band job 100 ms on (no progress): held
     // too, so both jobs stay queued for the cancel.
-    try pool.rescueLanes[QoS.background.bandIndex].async { gate.wait() }
+    try pool.rescueLanes[QoS.background.bandIndex].async {
+      began.bump()
+      gate.wait()
+    }
+    // Both holders running (a holder still queued would be discarded with the two jobs).
+    #expect(await eventuallyAsync { began.count == 2 })
     let onLane = Task { try await lane.run { ran.bump() } }
     let onBand = Task { try await pool.run(qos: .background) { ran.bump() } }
     #expect(await eventuallyAsync { lane.info.depth >= 1 && pool.bandDepth(for: .background) >= 1 })

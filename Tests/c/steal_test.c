@@ -696,7 +696,9 @@ static void test_bound_tasks_never_leave_a_held_lane(void) {
   fanout f = {.pool = pool};
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, child_task, &f), 0);
   CHECK(wait_flag(&f.child_ran));
-  CHECK(atomic_load(&f.child_lane) == lane_of(pool, 1));
+  /* Lane 1's thread, or the rescue thread if lane 1's got no CPU for its 100 ms. */
+  lanepool_lane_t *ran = atomic_load(&f.child_lane);
+  CHECK(ran == lane_of(pool, 1) || ran == rescue_of(pool));
   CHECK(atomic_load(&b.next) == 0); /* none of the bound tasks ran elsewhere */
   atomic_store(&b.release, 1);
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
