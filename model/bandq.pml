@@ -18,7 +18,8 @@
  *     band_wake; (2) one band job (run_band_job): go_away (store away = 1, then look at
  *     its own lane: free with work, run that first), take, if more wait band_wake
  *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
- *     work): go_away, excl CAS, run, release; (4) come_back, spin (spinning++, each
+ *     work): go_away, excl CAS, run, release (on the fair turn too, when it found no
+ *     band job; go_away's look then announces its lane as in (2)); (4) come_back, spin (spinning++, each
  *     yield uncounted: spinning--, spinning++; then spinning--, then one look:
  *     work_for), park (store PARKED, idle++, one look: work_for; else wait until
  *     AWAKE; idle--). work_for: its own lane free with work;
@@ -264,13 +265,20 @@ end_stuck:  false                                      /* ... or never */
      fi
   :: else -> skip
   fi;
-  if :: fair -> fair = false; goto loop :: else -> skip fi  /* a fair turn with no job:
-                                                               on to its own lane */
-  /* 3. adopt the sibling lane: orphaned (relaxed loads), then go_away, then the CAS */
+  /* 3. adopt the sibling lane: orphaned (relaxed loads), then go_away, then the CAS; on
+   * the fair turn too, when it found no band job (worker.c: run_band_job || adopt_sibling),
+   * its own lane then announced as for a band job */
   if
   :: ORPHANED(1 - me) ->
      go_away(me, r);
-     if :: r -> r = false; goto loop :: else -> skip fi;
+     if
+     :: r && !fair -> r = false; goto loop             /* its own lane first */
+     :: r && fair ->
+        r = false;
+        if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
+     :: else -> skip
+     fi;
+     fair = false;
      excl_try(1 - me, me + 1, r);
      if
      :: r ->
@@ -282,6 +290,8 @@ end_stuck:  false                                      /* ... or never */
      fi
   :: else -> skip
   fi;
+  if :: fair -> fair = false; goto loop :: else -> skip fi  /* a fair turn with nothing to
+                                                               take: on to its own lane */
   /* 4. nothing to take: come back, spin, park */
   away[me] = false;
   if
