@@ -30,8 +30,9 @@
  *   - band_producer: NB band jobs, each lanepool__band_push: push, then band_wake (if
  *     spinning == 0 && idle > 0: wake one PARKED lane thread by CAS, trying each lane,
  *     from either end; if rescue_idle: wake the rescue thread).
- *   - lane_producer: NW tasks onto lane 0, each lane_push: push; if excl == 0: wake the
- *     lane's thread by CAS, and if that woke nobody and the thread is away: band_wake.
+ *   - lane_producer(l): NW tasks onto lane l (lane 0; SCEN 4 lane 1 too), each lane_push:
+ *     push; if excl == 0: wake the lane's thread by CAS, and if that woke nobody and the
+ *     thread is away: band_wake.
  *   - syncer (SCEN 3): a lanepool_lane_sync caller from outside the pool onto lane 0:
  *     take_for_inline takes the exclusion if it is free (then runs its closure, or finds
  *     work queued), finish_inline gives it up (excl_release): a holder that does not
@@ -50,6 +51,10 @@
  *     lane threads' own wake-ups, which the rescue thread's timed parks would otherwise
  *     cover (100 ms late): work may stay queued only if both lane threads are stuck.
  *   3 sync: as 1 with the syncer, NB = 1, NW = 1.
+ *   4 adopt: lane 0's thread alone (lane 1's stuck, no rescue thread), NB = 1, and
+ *     NW = 1 onto each lane: lane 1 is orphaned once its task is queued, and lane 0's
+ *     thread must adopt it, after its own lane, or on the fair turn (the only scenario
+ *     that reaches lane 0's thread adopting, and the fair turn's adoption).
  * Every process blocked at that point must be at an end label (spin's invalid end states
  * catch a model that blocks anywhere else).
  *
@@ -64,7 +69,7 @@
  * Left out: the pool's life (closing, draining, cancelling: cancel_pass, the cancel in
  * excl_release, lifecycle's wakes); claimed but unpublished ring cells (a push is one
  * step; run_lane's `pending` wait only delays); the overflow lists (a queue is a count);
- * lane-bound work for lane 1 and for the rescue lane (so neither is ever orphaned);
+ * lane-bound work for lane 1 but in SCEN 4, and for the rescue lane (never orphaned);
  * the helping sync waiter (sync.c, help_until_answered: helpers, help_seq, and
  * lane_kick's and sync_answer's wake of it): a thread stuck in a band job stays inert
  * here; spinner slots, budgets, `warm` and the spinner's looks before its last (a
@@ -119,11 +124,16 @@
 #define NW 2
 #define NPROD 2
 #define THREADS 2
-#else
+#elif SCEN == 3
 #define NB 1
 #define NW 1
 #define NPROD 3
 #define THREADS 3
+#else
+#define NB 1
+#define NW 1          /* onto each lane */
+#define NPROD 3
+#define THREADS 2     /* lane 0's, and lane 1's (stuck) */
 #endif
 
 byte sleeping[NL + 1];    /* lane->sleeping */
@@ -231,8 +241,9 @@ loop:
      if :: BROKEN != 7 && bq > 0 -> band_wake(woke, t) :: else -> skip fi;
      if
      :: true -> RUN_LANE(me, end_own_task)             /* until the queue is empty */
-     :: bq > 0 -> fair = true      /* or, band work waiting at a LANEPOOL__FAIR_EVERY-th
-                                      task, it gives the lane up with work queued */
+     :: bq > 0 || ORPHANED(1 - me) -> fair = true  /* or, work waiting for the band
+                  (band_waits) at a LANEPOOL__FAIR_EVERY-th task, it gives the lane up
+                  with work queued */
      fi;
      excl_release(me, r, woke, t);
      if :: fair -> goto band :: else -> goto loop fi   /* the fair turn: one band job */
@@ -241,7 +252,7 @@ loop:
   /* 2. one band job (run_band_job) */
 band:
   if
-  :: bq > 0 ->
+  :: bq > 0 || fair ->            /* (worker.c tries the fair turn's take in any case) */
      go_away(me, r);
      if
      :: r && !fair -> r = false; goto loop             /* its own lane first */
@@ -278,11 +289,11 @@ end_stuck:  false                                      /* ... or never */
         if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
      :: else -> skip
      fi;
-     fair = false;
      excl_try(1 - me, me + 1, r);
      if
      :: r ->
         r = false;
+        fair = false;
         RUN_LANE(1 - me, end_adopted_task);
         excl_release(1 - me, r, woke, t);
         goto loop
@@ -290,8 +301,8 @@ end_stuck:  false                                      /* ... or never */
      fi
   :: else -> skip
   fi;
-  if :: fair -> fair = false; goto loop :: else -> skip fi  /* a fair turn with nothing to
-                                                               take: on to its own lane */
+  if :: fair -> fair = false; goto loop :: else -> skip fi  /* a fair turn that took
+                                                    nothing: back to its own lane */
   /* 4. nothing to take: come back, spin, park */
   away[me] = false;
   if
@@ -377,19 +388,19 @@ proctype band_producer() {
   done++
 }
 
-proctype lane_producer() {
+proctype lane_producer(byte l) {
   byte n = 0;
   bool woke = false, t = false;
   do
-  :: n < NW ->                                          /* lane_push onto lane 0 */
-     q[0]++; n++;
-     t = (excl[0] == 0);
+  :: n < NW ->                                          /* lane_push onto lane l */
+     q[l]++; n++;
+     t = (excl[l] == 0);
      if
      :: t ->                                            /* (held: its holder looks) */
-        wake_thread(0, woke);
+        wake_thread(l, woke);
         if
         :: !woke && BROKEN != 1 ->
-           t = away[0];
+           t = away[l];
            if :: t -> band_wake(woke, t) :: else -> skip fi
         :: else -> skip
         fi
@@ -433,13 +444,18 @@ init {
 #else
     away[1] = true;       /* lane 1's thread: in a band job that never returns */
     stuck = 1;
+#if SCEN != 4
     run rescue();
+#endif
 #endif
 #if SCEN == 3
     run syncer();
 #endif
     run band_producer();
-    run lane_producer();
+    run lane_producer(0);
+#if SCEN == 4
+    run lane_producer(1);
+#endif
     run monitor()
   }
 }

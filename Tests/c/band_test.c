@@ -4,9 +4,10 @@
  * caller waiting on it), checked from /proc/self/task/<tid>/stat. Runs three times:
  * as the caller (root in CI), and in child processes dropped to uid 65534 with
  * RLIMIT_NICE 0 and with RLIMIT_NICE 20.
- * Build (LANEPOOL_TEST_HOOKS: the test sees every boost's target thread):
- *   cc -std=gnu11 -O2 -pthread -DLANEPOOL_TEST_HOOKS -Iinclude -ISources/CLanePool
- *      Tests/c/band_test.c Sources/CLanePool/(all).c
+ * Build (LANEPOOL_TEST_HOOKS: the test sees every boost's target thread;
+ * LANEPOOL_TEST_INJECT: it sets the rescue threads' delay):
+ *   cc -std=gnu11 -O2 -pthread -DLANEPOOL_TEST_HOOKS -DLANEPOOL_TEST_INJECT -Iinclude
+ *      -ISources/CLanePool Tests/c/band_test.c Sources/CLanePool/(all).c
  */
 #define _GNU_SOURCE
 #include "lanepool.h"
@@ -920,7 +921,7 @@ static void test_helper_thread_ended(bool cancel) {
     /* Its cell runs nothing and reaches no discard callback (it reached it once, as an
      * internal function), the only thing queued. */
     atomic_store(&discards, 0);
-    /* Still queued: the lane's thread is away, and the band's rescue thread waits an hour
+    /* Still queued: the lane's thread is away, and the band's rescue thread waits 30 s
      * (main). */
     uint64_t done = atomic_load(&wq.bg->bound_done); /* first: a run after it shows */
     bool queued = lanepool__lane_has_work(wq.bg);
@@ -1282,7 +1283,7 @@ static void test_lifted_job_runs_at_its_band(void) {
   bool may = mode == MODE_ROOT;
   CHECK(((atomic_load(&pool->lift_ok) & 1u) != 0) == may);
   /* The band's threads held: nothing but a lifter can run its job (its rescue thread only
-   * after an hour without progress: main). */
+   * after 30 s without progress: main). */
   for (int i = 0; i < 2; i++) CHECK_RC(lanepool_lane_async(ui[i], lift_hold, NULL), 0);
   POLL_WHILE(atomic_load(&lift.ui_busy) < 2);
   /* The band below the lifter's parked (a new pool's background threads have not yet made
@@ -1602,7 +1603,7 @@ static void test_adopting_thread_boosted(void) {
   lanepool_get_lane(pool, LANEPOOL_QOS_BACKGROUND, 1, &l1);
   pid_t away = (pid_t)atomic_load(&adopt.away_tid);
   a = tid_of(l0) == away ? l0 : tid_of(l1) == away ? l1 : NULL;
-  CHECK(a != NULL); /* the job runs on a lane's thread: the rescue thread waits an hour */
+  CHECK(a != NULL); /* the job runs on a lane's thread: the rescue thread waits 30 s */
   if (!a) {
     atomic_store(&adopt.gate1, 1);
     lanepool_destroy(pool);
@@ -2446,11 +2447,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   mode = geteuid() == 0 ? MODE_ROOT : MODE_UNPRIV;
-  /* The bands' rescue threads wait an hour, not 100 ms (LANEPOOL__RESCUE_NS), before they
+  /* The bands' rescue threads wait 30 s, not 100 ms (LANEPOOL__RESCUE_NS), before they
    * take work nobody took: these tests check which thread ran a job (a lifter, a waiter
    * running a lane's queue, a sibling adopting it), and on a loaded machine a thread slow
-   * to get a CPU would otherwise lose the job to the rescue thread. No test here needs it. */
-  atomic_store(&lanepool__rescue_ns, UINT64_C(3600000000000));
+   * to get a CPU would otherwise lose the job to the rescue thread. No test here needs it;
+   * it still ends, 30 s on, a sync that a defect left waiting (longer than POLL_WHILE's
+   * 10 s, so every check has run by then). */
+  atomic_store(&lanepool__rescue_ns, UINT64_C(30000000000));
   if (all || !strcmp(which, "root")) {
     run_suite();
     printf("  %s: %d passed, %d failed\n", geteuid() == 0 ? "root" : "this user", passed, failed);
