@@ -19,8 +19,9 @@
  *     its own lane: free with work, run that first), take, if more wait band_wake
  *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
  *     work): go_away, excl CAS, run, release (on the fair turn too, when it found no
- *     band job; go_away's look then announces its lane as in (2)); (4) come_back, spin (spinning++, each
- *     yield uncounted: spinning--, spinning++; then spinning--, then one look:
+ *     band job; go_away's look then announces its lane as in (2)); (4) come_back, spin
+ *     (spinning++, each yield uncounted: spinning--, spinning++; then spinning--, then
+ *     one look:
  *     work_for), park (store PARKED, idle++, one look: work_for; else wait until
  *     AWAKE; idle--). work_for: its own lane free with work;
  *     band work; the sibling orphaned.
@@ -220,13 +221,17 @@ inline work_for(me, r) {
   if :: !r -> r = ORPHANED(1 - me) :: else -> skip fi
 }
 
-/* go_away: away = 1, then one look at its own lane (true: free with work). worker.c's
- * go_away also makes the fair turn's band_wake (below, in the caller here). */
-inline go_away(me, r) {
+/* go_away: away = 1, then one look at its own lane: free with work, r true (run it
+ * first), unless this is the fair turn: then its lane is announced (band_wake), r false. */
+inline go_away(me, fair, r, woke, t) {
   away[me] = true;
   if
   :: BROKEN != 5 -> r = FREE_WITH_WORK(me)
   :: else -> r = false
+  fi;
+  if
+  :: r && fair -> r = false; if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
+  :: else -> skip
   fi
 }
 
@@ -252,15 +257,9 @@ loop:
   /* 2. one band job (run_band_job) */
 band:
   if
-  :: bq > 0 || fair ->            /* (worker.c tries the fair turn's take in any case) */
-     go_away(me, r);
-     if
-     :: r && !fair -> r = false; goto loop             /* its own lane first */
-     :: r && fair ->                   /* the fair turn: its lane, announced, waits */
-        r = false;
-        if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
-     :: else -> skip
-     fi;
+  :: bq > 0 ->
+     go_away(me, fair, r, woke, t);
+     if :: r -> r = false; goto loop :: else -> skip fi;  /* its own lane first */
      atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };  /* bandq_take */
      if
      :: r ->
@@ -281,14 +280,8 @@ end_stuck:  false                                      /* ... or never */
    * its own lane then announced as for a band job */
   if
   :: ORPHANED(1 - me) ->
-     go_away(me, r);
-     if
-     :: r && !fair -> r = false; goto loop             /* its own lane first */
-     :: r && fair ->
-        r = false;
-        if :: BROKEN != 6 -> band_wake(woke, t) :: else -> skip fi
-     :: else -> skip
-     fi;
+     go_away(me, fair, r, woke, t);
+     if :: r -> r = false; goto loop :: else -> skip fi;  /* its own lane first */
      excl_try(1 - me, me + 1, r);
      if
      :: r ->

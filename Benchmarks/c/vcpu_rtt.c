@@ -50,14 +50,14 @@ static void *answer(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  char *end = "";
-  if (argc > 1) rounds = argv[1][0] == '-' ? 0 : strtoull(argv[1], &end, 10);
-  int cpu_a = argc > 2 ? (int)strtol(argv[2], &end, 10) : 0;
-  if (argc > 3) cpu_b = (int)strtol(argv[3], &end, 10);
+  char *end[3] = {"", "", ""}; /* each argument must be a number and nothing more */
+  if (argc > 1) rounds = argv[1][0] == '-' ? 0 : strtoull(argv[1], &end[0], 10);
+  int cpu_a = argc > 2 ? (int)strtol(argv[2], &end[1], 10) : 0;
+  if (argc > 3) cpu_b = (int)strtol(argv[3], &end[2], 10);
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   (void)sched_getaffinity(0, sizeof allowed, &allowed);
-  if (*end || rounds == 0 || rounds > (UINT64_C(1) << 40) || cpu_a == cpu_b || cpu_b < 0 ||
+  if (*end[0] || *end[1] || *end[2] || rounds == 0 || rounds > (UINT64_C(1) << 40) || cpu_a == cpu_b || cpu_b < 0 ||
       cpu_b >= CPU_SETSIZE || !CPU_ISSET(cpu_b, &allowed) || pin(cpu_a)) {
     fprintf(stderr, "usage: vcpu_rtt [N, 1 to 2^40] [cpu a] [cpu b, not a]; both CPUs allowed\n");
     return 2;

@@ -161,7 +161,8 @@ int lanepool__lowest_permitted_nice(int current) {
 }
 
 void lanepool__nice_as_permitted(pid_t tid, int want, int start) {
-  int floor = want < start ? lanepool__lowest_permitted_nice(start) : start;
+  if (want >= start) return; /* a refused raise: nothing to retry */
+  int floor = lanepool__nice_floor();
   if (floor < start) (void)lanepool__set_nice(tid, want > floor ? want : floor);
 }
 

@@ -68,7 +68,7 @@ void lanepool__discard_queue(lanepool__ring *r, lanepool__spill *l, lanepool_dis
                              void *discard_arg);
 /* Cancel: answers every sync queued on the lane ECANCELED (its cell then skipped). */
 void lanepool__lane_cancel_syncs(lanepool_lane_t *lane);
-typedef struct lanepool__held {
+typedef struct lanepool__held { /* a node of lanepool__held_now's chain (below) */
   const lanepool_lane_t *lane;
   const struct lanepool__held *up;
 } lanepool__held;
@@ -86,7 +86,7 @@ typedef struct lanepool__chain_link {
 #define LANEPOOL__CHAIN_LINKS 8 /* the innermost lanes of a chain a waiter is listed on */
 /* A sync's state while its waiter is asked to walk the chain again (band.c). */
 #define LANEPOOL__SYNC_REWALK 3u
-/* A queued sync (lane.c): its record lives in the caller's frame while it waits. */
+/* A queued sync (sync.c): its record lives in the caller's frame while it waits. */
 typedef struct lanepool__sync {
   lanepool_fn fn;
   void *ctx;

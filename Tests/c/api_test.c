@@ -209,7 +209,7 @@ static void test_threads(void) {
   }
   CHECK_RC(lanepool_shutdown(p, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
   /* Joined; a joined thread may stay listed in /proc/self/task a moment longer. */
-  for (int i = 0; i < 1000 && count_threads("cthreads-") != 0; i++) usleep(1000);
+  for (int i = 0; i < 5000 && count_threads("cthreads-") != 0; i++) usleep(1000);
   CHECK(count_threads("cthreads-") == 0);
   CHECK_RC(lanepool_destroy(p), 0);
 }

@@ -813,11 +813,18 @@ static void test_boost_if_busy_own_lane(void) {
 
 /* ---- a cancelling shutdown answers a boosted sync and leaves nothing counted ---- */
 
-/* Opens the gate once the cancel has begun (the pool CANCELLING: its lanes start no task). */
-static void *gate_once_shut_down(void *pool) {
+/* A thread that sets *flag once the pool's shutdown has begun (after a cancel: the pool
+ * CANCELLING, its lanes start no task). */
+typedef struct {
+  lanepool_t *pool;
+  _Atomic int *flag;
+} set_on_shutdown_t;
+
+static void *set_once_shut_down(void *arg) {
+  set_on_shutdown_t *s = arg;
   lanepool_info_t info;
-  POLL_WHILE(lanepool_info(pool, &info) == 0 && !info.shut_down);
-  atomic_store(&gate, 1);
+  POLL_WHILE(lanepool_info(s->pool, &info) == 0 && !info.shut_down);
+  atomic_store(s->flag, 1);
   return NULL;
 }
 
@@ -840,7 +847,8 @@ static void test_escalate_cancelled(void) {
   CHECK(wait_for_boost(bg, 1, tid));
   CHECK(wait_for_depth(bg, 1)); /* the sync's task queued: the cancel answers it */
   /* The shutdown waits for the blocker, which a second thread ends once it has begun. */
-  pthread_create(&opener, NULL, gate_once_shut_down, pool);
+  set_on_shutdown_t open = {pool, &gate};
+  pthread_create(&opener, NULL, set_once_shut_down, &open);
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, discard_none, NULL), 0);
   pthread_join(opener, NULL);
   pthread_join(th, NULL);
@@ -891,13 +899,6 @@ static void count_discards(lanepool_fn fn, void *ctx, void *arg) {
   atomic_fetch_add(&discards, 1);
 }
 
-static void *release_once_shut_down(void *pool) {
-  lanepool_info_t info;
-  POLL_WHILE(lanepool_info(pool, &info) == 0 && !info.shut_down);
-  atomic_store(&wq.release, 1);
-  return NULL;
-}
-
 /* `cancel`: the pool is cancelled while the dead waiter's sync is still queued. */
 static void test_helper_thread_ended(bool cancel) {
   current_test = cancel ? "helper_thread_ended_then_cancel" : "helper_thread_ended";
@@ -926,7 +927,8 @@ static void test_helper_thread_ended(bool cancel) {
     uint64_t done = atomic_load(&wq.bg->bound_done); /* first: a run after it shows */
     bool queued = lanepool__lane_has_work(wq.bg);
     pthread_t th;
-    pthread_create(&th, NULL, release_once_shut_down, pool);
+    set_on_shutdown_t release = {pool, &wq.release};
+    pthread_create(&th, NULL, set_once_shut_down, &release);
     CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_CANCEL, count_discards, NULL), 0);
     pthread_join(th, NULL);
     CHECK(atomic_load(&discards) == 0);
@@ -1266,12 +1268,11 @@ static void test_lifted_job_runs_at_its_band(void) {
   current_test = "lifted_job_runs_at_its_band";
   lanepool_t *pool = lift_pool("lift1");
   if (!pool) return;
-  lanepool_lane_t *ui[2], *ut[2], *ui_rescue = NULL;
+  lanepool_lane_t *ui[2], *ut[2];
   for (uint32_t i = 0; i < 2; i++) {
     lanepool_get_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, i, &ui[i]);
     lanepool_get_lane(pool, LANEPOOL_QOS_UTILITY, i, &ut[i]);
   }
-  lanepool_rescue_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, &ui_rescue);
   attrs_t ui_own, ut_own;
   attrs_of(tid_of(ui[0]), &ui_own);
   attrs_of(tid_of(ut[0]), &ut_own);
@@ -1304,8 +1305,7 @@ static void test_lifted_job_runs_at_its_band(void) {
   if (may)
     CHECK(ran == pusher);
   else
-    CHECK(ran != pusher &&
-          (ran == tid_of(ui[0]) || ran == tid_of(ui[1]) || ran == tid_of(ui_rescue)));
+    CHECK(ran != pusher && (ran == tid_of(ui[0]) || ran == tid_of(ui[1])));
   if (may != (ran == pusher))
     fprintf(stderr, "[%s] ran on %d, pushed by %d, the band's threads %d %d\n", current_test,
             (int)ran, (int)pusher, tid_of(ui[0]), tid_of(ui[1]));
@@ -1362,11 +1362,9 @@ static void test_no_lift_beside_lower_work(void) {
   atomic_store(&gate, 1);
   POLL_WHILE(!atomic_load(&lift.done));
   /* Run by a thread of its band, not lifted. */
-  lanepool_lane_t *rescue = NULL;
-  lanepool_rescue_lane(pool, LANEPOOL_QOS_USER_INTERACTIVE, &rescue);
   pid_t ran = (pid_t)atomic_load(&lift.ran_on);
   CHECK(ran != (pid_t)atomic_load(&lift.pusher));
-  CHECK(ran == tid_of(ui[0]) || ran == tid_of(ui[1]) || ran == tid_of(rescue));
+  CHECK(ran == tid_of(ui[0]) || ran == tid_of(ui[1]));
   CHECK_RC(lanepool_destroy(pool), 0);
 }
 

@@ -697,13 +697,12 @@ static void test_bound_tasks_never_leave_a_held_lane(void) {
   CHECK_RC(lanepool_async(pool, LANEPOOL_QOS_DEFAULT, child_task, &f), 0);
   CHECK(wait_flag(&f.child_ran));
   /* Lane 1's thread; the rescue thread only if lane 1's got no CPU for 100 ms, which a
-   * loaded machine may do once, not every time (a lost wake-up would). */
-  static int runs, rescued;
+   * loaded machine may do once in a run, not again (a lost wake-up would every time). */
+  static int rescued;
   lanepool_lane_t *ran = atomic_load(&f.child_lane);
-  runs++;
   if (ran == rescue_of(pool)) rescued++;
   CHECK(ran == lane_of(pool, 1) || ran == rescue_of(pool));
-  CHECK(rescued <= 1 || 2 * rescued <= runs);
+  CHECK(rescued <= 1);
   CHECK(atomic_load(&b.next) == 0); /* none of the bound tasks ran elsewhere */
   atomic_store(&b.release, 1);
   CHECK_RC(lanepool_shutdown(pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
