@@ -28,6 +28,8 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
   for (uint32_t i = 0; i < shards; i++) {
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
     atomic_init(&band->next[i].value, 0);
+    atomic_init(&band->next[i].seen_head, UINT64_MAX);
+    atomic_init(&band->next[i].seen_ns, 0);
   }
   return 0;
 }
@@ -57,27 +59,23 @@ int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, v
 }
 
 /* Ring k's only job is the one its lane's thread pushed last, from a task: left to that
- * thread until this taker has seen it there for LANEPOOL__NEXT_GRACE_NS (a thread that
+ * thread until LANEPOOL__NEXT_GRACE_NS after a taker first saw it there (a thread that
  * blocks after its push loses its job to the band within microseconds). */
-static __thread struct {
-  const lanepool__ring *ring;
-  uint64_t head, since;
-} seen;
-
 static bool leave_to_its_thread(lanepool__band *band, uint32_t k) {
   lanepool__ring *r = &band->rings[k];
+  lanepool__next *n = &band->next[k];
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   /* next[k] first: the tail's line is the one producers CAS at every push. */
-  if (atomic_load_explicit(&band->next[k].value, memory_order_relaxed) != h + 1 ||
+  if (atomic_load_explicit(&n->value, memory_order_relaxed) != h + 1 ||
       lanepool__ring_tail(r, memory_order_relaxed) != h + 1)
     return false;
   uint64_t now = lanepool__now_ns();
-  if (seen.ring != r || seen.head != h) {
-    seen.ring = r;
-    seen.head = h;
-    seen.since = now;
+  if (atomic_load_explicit(&n->seen_head, memory_order_acquire) != h) {
+    atomic_store_explicit(&n->seen_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&n->seen_head, h, memory_order_release);
+    return true;
   }
-  return now - seen.since < LANEPOOL__NEXT_GRACE_NS;
+  return now - atomic_load_explicit(&n->seen_ns, memory_order_relaxed) < LANEPOOL__NEXT_GRACE_NS;
 }
 
 bool lanepool__bandq_take(lanepool__band *band, uint32_t first, bool list_first,

@@ -305,9 +305,13 @@ enum { LANE_AWAKE = 0, LANE_PARKED = 1 };
 typedef struct lanepool__counter {
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t value;
 } lanepool__counter;
-typedef struct lanepool__counter64 {
-  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t value;
-} lanepool__counter64;
+typedef struct lanepool__next { /* bandq.c: a ring's job left to its lane's thread */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t value; /* the tail after its last such push */
+  /* The ring's head when a taker first found that job there, and when (on a line the
+   * pusher does not write; each ring its own: one record for all rings restarted as a
+   * taker went from ring to ring, so that two such jobs were never taken). */
+  alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t seen_head, seen_ns;
+} lanepool__next;
 
 /* A band's shared queue of band work (bandq.c) and who is free to take it (park.c).
  * Every accepted band job is in one of `rings` or in `spill`, where every thread of the
@@ -317,9 +321,9 @@ typedef struct lanepool__band {
    * (lanepool__ring_take). */
   lanepool__ring *rings;
   uint32_t shards;
-  /* [once] per ring, the tail its lane's thread left after its last push into it from a
-   * task (bandq.c, Go's runnext). [atomic: relaxed; a hint only] */
-  lanepool__counter64 *next;
+  /* [once] per ring, its lane's thread's next job (bandq.c, Go's runnext). [atomic:
+   * relaxed, seen_head release/acquire; a hint only] */
+  lanepool__next *next;
   lanepool__spill spill;
   /* Threads of the band parked without a timeout, and spinning now. A band push reads
    * them after its CAS on tail (seq_cst: the Dekker pair with a thread that stores
