@@ -8,9 +8,7 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

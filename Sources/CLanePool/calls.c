@@ -12,7 +12,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <linux/membarrier.h>
 #include <stdlib.h>
 #include <sys/syscall.h>

@@ -9,7 +9,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -12,7 +12,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

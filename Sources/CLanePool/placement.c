@@ -11,9 +11,7 @@
 #include "internal.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,9 +9,7 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <linux/capability.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>

@@ -7,7 +7,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <time.h>
 
 int lanepool_lane_async_flags(lanepool_lane_t *lane, lanepool_fn fn, void *ctx, unsigned flags) {

@@ -11,7 +11,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

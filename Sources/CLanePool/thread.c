@@ -17,7 +17,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>

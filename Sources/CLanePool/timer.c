@@ -12,8 +12,6 @@
 #endif
 #include "internal.h"
 
-#include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <stdlib.h>

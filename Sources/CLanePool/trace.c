@@ -23,7 +23,6 @@
 #include "internal.h"
 
 #ifdef LANEPOOL_TRACE
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
