@@ -7,8 +7,12 @@
  *
  * One band of two lanes, 0 and 1. Each lane: its exclusion excl[] (0 free, else the
  * holder) and its queue of lane-bound work q[] (a count); its thread: sleeping[]
- * (AWAKE/PARKED) and away[]. The band: its queue bq (a count), idle and spinning. Its
- * rescue thread: rescue_idle and its untimed park. Processes, all concurrent:
+ * (AWAKE/PARKED) and away[]. The band: its queue bq (a count), idle and spinning, and
+ * the jobs left to their pushers (bandq.c's `next`: a job a lane's thread pushed into
+ * its own ring from a task, while it is the ring's only one) nq[], with old[] (a
+ * watcher's look saw it: past its grace at the next look), watching (band->watching)
+ * and pushes (lanepool__bandq_accepted). Its rescue thread: rescue_idle and its untimed
+ * park. Processes, all concurrent:
  *   - lane_thread(me), lane_loop in order: (1) its own lane if free with work: excl CAS,
  *     come_back, run the queue until it is empty, or give the lane up with work queued
  *     while band work waits (the fair break, every LANEPOOL__FAIR_EVERY tasks: here at
@@ -17,20 +21,26 @@
  *     the fair turn: one band job even with its own lane's work queued, announced by a
  *     band_wake; (2) one band job (run_band_job): go_away (store away = 1, then look at
  *     its own lane: free with work, run that first), take, if more wait band_wake
- *     (wakep), run it; (3) adopt the sibling lane if it is orphaned (away, free, with
+ *     (wakep), run it (in SCEN 5 it may push a job left to its thread: nq[me]++, then
+ *     band_wake for it, pair 3); (3) adopt the sibling lane if it is orphaned (away, free, with
  *     work): go_away, excl CAS, run, release (on the fair turn too, when it found no
  *     band job; go_away's look then announces its lane as in (2)); (4) come_back, spin
  *     (spinning++, each yield uncounted: spinning--, spinning++; then spinning--, then
  *     one look:
  *     work_for), park (store PARKED, idle++, one look: work_for; else wait until
- *     AWAKE; idle--). work_for: its own lane free with work;
- *     band work; the sibling orphaned.
+ *     AWAKE, or, while band work is queued, watch: CAS watching, timed parks, each
+ *     followed by a look: work_for (then AWAKE), else stop watching if the queue is
+ *     empty and no push came since the last look (watching = false, then the loop's
+ *     look again); idle--). work_for: its own lane free with work; band work it may
+ *     take (TAKEABLE: not the sibling's job left to it, unless old); the sibling
+ *     orphaned.
  *   - rescue: park_rescue (rescue_idle = 1, then one look: band work or an orphaned
  *     lane; untimed if none, else timed), then rescue_look: the queue of a lane whose
  *     thread is away, else a band job.
  *   - band_producer: NB band jobs, each lanepool__band_push: push, then band_wake (if
- *     spinning == 0 && idle > 0: wake one PARKED lane thread by CAS, trying each lane,
- *     from either end; if rescue_idle: wake the rescue thread).
+ *     spinning == 0 && idle > 0, and for a job left to its pusher no watcher: wake one
+ *     PARKED lane thread by CAS, trying each lane, from either end; if rescue_idle:
+ *     wake the rescue thread).
  *   - lane_producer(l): NW tasks onto lane l (lane 0; SCEN 4 lane 1 too), each lane_push:
  *     push; if excl == 0: wake the lane's thread by CAS, and if that woke nobody and the
  *     thread is away: band_wake.
@@ -56,6 +66,9 @@
  *     NW = 1 onto each lane: lane 1 is orphaned once its task is queued, and lane 0's
  *     thread must adopt it, after its own lane, or on the fair turn (the only scenario
  *     that reaches lane 0's thread adopting, and the fair turn's adoption).
+ *   5 next: both lane threads, no rescue thread (as 2), NB = 1, NW = 1, and band jobs
+ *     push NN = 2 jobs left to their pushers: a pusher that then blocks leaves its job
+ *     to the other thread, woken by the push or watching (pair 3).
  * Every process blocked at that point must be at an end label (spin's invalid end states
  * catch a model that blocks anywhere else).
  *
@@ -78,7 +91,10 @@
  * would); the rescue thread's measure of progress, its first look and its calm
  * (rescue_calm_until): a timed park ends at once here and the thread acts whenever it
  * is scheduled, since a slower rescue thread is an interleaving the model already has;
- * the waker's note and yield_to_waker. Lane tasks return, unless LANE_BLOCKS is defined.
+ * the waker's note and yield_to_waker; the next job's grace clock, which in C any look
+ * starts and time ends (here only a watcher's look marks a job old, and nothing else
+ * ends a grace: fewer takes, never more); jobs left to their pushers where a rescue
+ * thread runs (SCEN 1, 3, 4: NN = 0). Lane tasks return, unless LANE_BLOCKS is defined.
  *
  * BROKEN selects a wrong variant, to see the checker catch it:
  *   1: a lane push does not look at `away` (no band_wake for a lane whose thread is away)
@@ -94,6 +110,10 @@
  *      turn): check-bandq --all requires it to pass
  *   7: a thread about to run its own lane's queue does not wake another for band work
  *      queued (the wake it was counted on)
+ *   8: a push of a job left to its pusher wakes no lane thread (watcher or not)
+ *   9: a watcher's look after a timed park takes nothing (the assertion in the watch
+ *      loop: a watcher that saw no push since its last look, with work queued)
+ *  10: a watcher that stops watching parks untimed with no look after watching = false
  *
  * LANE_BLOCKS: a task of lane 0 may block forever, holding the lane (its queue then
  * waits by design: exempt). A band push counts on a thread (one it woke, or a spinner it
@@ -130,11 +150,20 @@
 #define NW 1
 #define NPROD 3
 #define THREADS 3
-#else
+#elif SCEN == 4
 #define NB 1
 #define NW 1          /* onto each lane */
 #define NPROD 3
 #define THREADS 2     /* lane 0's, and lane 1's (stuck) */
+#else
+#define NB 1
+#define NW 1
+#define NPROD 2
+#define THREADS 2
+#define NN 2          /* jobs left to their pushers, pushed by band jobs */
+#endif
+#ifndef NN
+#define NN 0
 #endif
 
 byte sleeping[NL + 1];    /* lane->sleeping */
@@ -145,6 +174,11 @@ byte bq = 0;              /* the band's queue: jobs queued */
 byte idle = 0;            /* band->idle */
 byte spinning = 0;        /* band->spinning */
 bool rescue_idle = false; /* band->rescue_idle */
+byte nq[NL];              /* jobs in lane l's ring left to its thread (bandq.c's next) */
+bool old[NL];             /* nq[l]'s job was seen by a watcher's look: past its grace */
+bool watching = false;    /* band->watching */
+byte pushes = 0;          /* band jobs ever pushed (lanepool__bandq_accepted) */
+byte nn = 0;              /* jobs left to their pushers pushed so far */
 byte stuck = 0;           /* threads in a task that never returns */
 byte done = 0;            /* producers finished */
 
@@ -155,9 +189,13 @@ inline wake_thread(l, woke) {
 }
 
 /* lanepool__band_wake: one parked lane thread if none spins and some are idle (from
- * either end: wake_turn); the rescue thread if it parked untimed. */
-inline band_wake(woke, t) {
-  t = (spinning == 0 && idle != 0);
+ * either end: wake_turn), and, for a job left to its pusher (nx), none watches; the
+ * rescue thread if it parked untimed. */
+inline band_wake_n(woke, t, nx) {
+  if
+  :: BROKEN == 8 -> t = (spinning == 0 && idle != 0 && !nx)
+  :: else -> t = (spinning == 0 && idle != 0 && !(nx && watching))
+  fi;
   if
   :: t ->
      if
@@ -170,6 +208,7 @@ inline band_wake(woke, t) {
               :: else -> skip fi };
   t = false; woke = false
 }
+#define band_wake(woke, t) band_wake_n(woke, t, false)
 
 /* lanepool__lane_kick: wake the lane's thread; else, if it is away, the band. */
 inline lane_kick(l, woke, t) {
@@ -213,11 +252,16 @@ inline excl_release(l, r, woke, t) {
 /* orphaned(s): away, free, with work queued. */
 #define ORPHANED(s) (away[s] && excl[s] == 0 && q[s] > 0)
 
-/* park.c's work_for (a lane thread): its own lane free with work, band work, or an
- * orphaned sibling: three looks, in this order. */
+/* Band work queued (bandq_nonempty), and band work thread me may take now
+ * (bandq_takeable: its own ring's next job, not another's still in its grace). */
+#define NONEMPTY (bq > 0 || nq[0] > 0 || nq[1] > 0)
+#define TAKEABLE(me) (bq > 0 || nq[me] > 0 || nq[1 - me] > 1 || (nq[1 - me] == 1 && old[1 - me]))
+
+/* park.c's work_for (a lane thread): its own lane free with work, band work it may take,
+ * or an orphaned sibling: three looks, in this order. */
 inline work_for(me, r) {
   r = FREE_WITH_WORK(me);
-  if :: !r -> r = (bq > 0) :: else -> skip fi;
+  if :: !r -> r = TAKEABLE(me) :: else -> skip fi;
   if :: !r -> r = ORPHANED(1 - me) :: else -> skip fi
 }
 
@@ -236,17 +280,18 @@ inline go_away(me, fair, r, woke, t) {
 }
 
 proctype lane_thread(byte me) {
-  bool r = false, t = false, woke = false, fair = false;
+  bool r = false, t = false, woke = false, fair = false, w = false;
+  byte seenp = 255;
 loop:
   /* 1. its own lane's queue, if the lane is free (has_work, then excl_try: one step) */
   if
   :: atomic { FREE_WITH_WORK(me) -> excl[me] = me + 1 } ->
      away[me] = false;                                 /* come_back */
      /* band work pushed meanwhile may have counted on this thread: wake another */
-     if :: BROKEN != 7 && bq > 0 -> band_wake(woke, t) :: else -> skip fi;
+     if :: BROKEN != 7 && NONEMPTY -> band_wake(woke, t) :: else -> skip fi;
      if
      :: true -> RUN_LANE(me, end_own_task)             /* until the queue is empty */
-     :: bq > 0 || ORPHANED(1 - me) -> fair = true  /* or, work waiting for the band
+     :: TAKEABLE(me) || ORPHANED(1 - me) -> fair = true  /* or, work waiting for the band
                   (band_waits) at a LANEPOOL__FAIR_EVERY-th task, it gives the lane up
                   with work queued */
      fi;
@@ -257,15 +302,29 @@ loop:
   /* 2. one band job (run_band_job) */
 band:
   if
-  :: bq > 0 ->
+  :: (fair && NONEMPTY) || TAKEABLE(me) ->             /* (band_waits; the fair turn) */
      go_away(me, fair, r, woke, t);
      if :: r -> r = false; goto loop :: else -> skip fi;  /* its own lane first */
-     atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };  /* bandq_take */
+     atomic {                                          /* bandq_take */
+       if
+       :: bq > 0 -> bq--; r = true
+       :: nq[me] > 0 -> nq[me]--; old[me] = false; r = true
+       :: nq[1 - me] > 1 || (nq[1 - me] == 1 && old[1 - me]) ->
+          nq[1 - me]--; old[1 - me] = false; r = true
+       :: else -> r = false
+       fi
+     };
      if
      :: r ->
         fair = false;
-        r = (bq > 0);                                  /* more waiting: wake another */
+        r = NONEMPTY;                                  /* more waiting: wake another */
         if :: r -> r = false; band_wake(woke, t) :: else -> skip fi;
+        /* the job may push its next job, into its thread's ring (SCEN 5) */
+        if
+        :: nn < NN -> atomic { nq[me]++; old[me] = false; nn++; pushes++ };
+           band_wake_n(woke, t, true)
+        :: true -> skip
+        fi;
         if
         :: true -> goto loop                           /* the job returns */
         :: stuck++;
@@ -321,8 +380,51 @@ end_stuck:  false                                      /* ... or never */
      goto loop
   :: else -> skip
   fi;
+watch:   /* the wait: untimed, or, watching jobs left to their pushers, timed parks */
+  if
+  :: sleeping[me] == AWAKE -> goto unparked
+  :: else -> skip
+  fi;
+  if
+  :: NN > 0 && !w && NONEMPTY ->
+     atomic { if :: !watching -> watching = true; w = true :: else -> skip fi }
+  :: else -> skip
+  fi;
+  if
+  :: !w ->
 end_park:
+     sleeping[me] == AWAKE; goto unparked
+  :: w ->
+     if
+     :: sleeping[me] == AWAKE -> goto unparked      /* woken */
+     :: true ->                                      /* the timeout, then a look */
+        if :: BROKEN != 9 -> work_for(me, r) :: else -> skip fi;
+        if
+        :: r ->
+           r = false;
+           atomic { if :: sleeping[me] == PARKED -> sleeping[me] = AWAKE :: else -> skip fi };
+           goto unparked
+        :: else -> skip
+        fi;
+        /* A watcher that keeps watching a queue no push changed since its last look
+         * would watch it forever: the job it saw then is past its grace now. */
+        assert(!(pushes == seenp && NONEMPTY));
+        if
+        :: pushes == seenp && !NONEMPTY ->
+           watching = false; w = false;              /* then the look at watch's top */
+           if :: BROKEN == 10 -> goto end_park2 :: else -> skip fi
+        :: else -> seenp = pushes
+        fi;
+        /* what it sees now is past its grace at its next look */
+        atomic { old[0] = old[0] || nq[0] > 0; old[1] = old[1] || nq[1] > 0 }
+     fi;
+     goto watch
+  fi;
+end_park2:
   sleeping[me] == AWAKE;
+unparked:
+  if :: w -> watching = false; w = false :: else -> skip fi;
+  seenp = 255;                                         /* (park's local) */
   idle--;
   goto loop
 }
@@ -332,9 +434,9 @@ proctype rescue() {
   bool r = false, t = false, woke = false;
 loop:
   /* lanepool__park_rescue: park_begin's PARKED (seen by a waker only once rescue_idle is
-   * 1), rescue_idle = 1, then band_has_waiting_work (lane 1 has no lane-bound work) */
+   * 1), rescue_idle = 1, then band_has_work (lane 1 has no lane-bound work) */
   atomic { sleeping[R] = PARKED; rescue_idle = true };
-  r = (bq > 0);
+  r = NONEMPTY;
   if :: !r -> r = ORPHANED(0) :: else -> skip fi;
   if
   :: r -> r = false; atomic { rescue_idle = false; sleeping[R] = AWAKE }  /* timed */
@@ -355,11 +457,12 @@ end_rpark:
      goto loop
   :: else -> skip
   fi;
-  /* ... else run_band_job (its go_away finds its own lane empty) */
+  /* ... else run_band_job (its go_away finds its own lane empty; jobs left to their
+   * pushers: none in the scenarios with a rescue thread) */
   atomic { if :: bq > 0 -> bq--; r = true :: else -> r = false fi };
   if
   :: r ->
-     r = (bq > 0);
+     r = NONEMPTY;
      if :: r -> r = false; band_wake(woke, t) :: else -> skip fi;
      if
      :: true -> skip
@@ -375,7 +478,7 @@ proctype band_producer() {
   byte n = 0;
   bool woke = false, t = false;
   do
-  :: n < NB -> bq++; n++; band_wake(woke, t)            /* lanepool__band_push */
+  :: n < NB -> atomic { bq++; pushes++ }; n++; band_wake(woke, t)  /* lanepool__band_push */
   :: else -> break
   od;
   done++
@@ -420,9 +523,9 @@ proctype monitor() {
   timeout ->
   assert(done == NPROD);
 #ifdef LANE_BLOCKS
-  assert(stuck == THREADS || (bq == 0 && (q[0] == 0 || excl[0] != 0) && q[1] == 0))
+  assert(stuck == THREADS || (!NONEMPTY && (q[0] == 0 || excl[0] != 0) && q[1] == 0))
 #else
-  assert(stuck == THREADS || (bq == 0 && q[0] == 0 && q[1] == 0))
+  assert(stuck == THREADS || (!NONEMPTY && q[0] == 0 && q[1] == 0))
 #endif
 }
 
@@ -432,7 +535,7 @@ init {
     sleeping[1] = AWAKE;
     sleeping[R] = AWAKE;
     run lane_thread(0);
-#if SCEN == 2
+#if SCEN == 2 || SCEN == 5
     run lane_thread(1);
 #else
     away[1] = true;       /* lane 1's thread: in a band job that never returns */

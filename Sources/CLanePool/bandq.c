@@ -25,12 +25,9 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
     return rc;
   }
   band->shards = shards;
-  for (uint32_t i = 0; i < shards; i++) {
+  memset(band->next, 0, shards * sizeof *band->next); /* (a first job seen at time 0: no grace) */
+  for (uint32_t i = 0; i < shards; i++)
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
-    atomic_init(&band->next[i].value, 0);
-    atomic_init(&band->next[i].seen_head, UINT64_MAX);
-    atomic_init(&band->next[i].seen_ns, 0);
-  }
   return 0;
 }
 

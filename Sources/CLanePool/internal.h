@@ -11,11 +11,7 @@
 
 #include "lanepool.h"
 
-#include <pthread.h>
-#include <stdalign.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
+#include <pthread.h> /* (ring.h: errno.h, sched.h, the atomics, bool and integer types) */
 
 #define LANEPOOL__MAX_NODES 1024 /* libnuma's default MAX_NUMNODES is 1024 at most */
 
@@ -307,9 +303,8 @@ typedef struct lanepool__counter {
 } lanepool__counter;
 typedef struct lanepool__next { /* bandq.c: a ring's job left to its lane's thread */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t value; /* the tail after its last such push */
-  /* The ring's head when a taker first found that job there, and when (on a line the
-   * pusher does not write; each ring its own: one record for all rings restarted as a
-   * taker went from ring to ring, so that two such jobs were never taken). */
+  /* The ring's head when a taker first found that job there, and when: each ring's
+   * grace clock, on a line the pusher does not write. */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint64_t seen_head, seen_ns;
 } lanepool__next;
 
@@ -332,6 +327,7 @@ typedef struct lanepool__band {
    * the push wakes one. [atomic: seq_cst] */
   alignas(LANEPOOL__CACHE_LINE) _Atomic uint32_t idle;
   _Atomic uint32_t spinning;
+  _Atomic uint32_t watching; /* 1: a parked thread watches `next` jobs (park.c) [seq_cst] */
   /* 1: the band's rescue thread is parked with no timeout; a push that announces work
    * wakes it (park.c, lanepool__band_wake). [atomic: seq_cst] */
   _Atomic uint32_t rescue_idle;
@@ -470,6 +466,8 @@ extern _Atomic uint64_t lanepool__rescue_ns;
  * next (a reply, a continuation): while it is the ring's only job, other threads leave
  * it there this long before they take it (bandq.c; Go's runnext, stolen after ~3 us). */
 #define LANEPOOL__NEXT_GRACE_NS 3000u
+/* The thread that watches such jobs (park.c, lanepool__park) looks at them this often. */
+#define LANEPOOL__WATCH_NS      50000u
 
 /* Fairness between the two kinds of work (worker.c, lane_loop): a thread running its
  * lane's queue looks once per this many tasks for work that waits for any thread of the

@@ -14,14 +14,15 @@
  *     the rescue thread:    store(rescue_idle = 1) ; load(band queue, orphans)
  *     so either the pusher wakes a thread (or sees a spinner that will look once more)
  *     or the thread sees the job.
+ *  3. a job left to its pusher (bandq.c's `next`):  CAS(tail) ; load(watching) too
+ *     the watcher:           CAS(watching 0 -> 1) ; a look at the queue per timed park
+ *     a watcher stopping:    store(watching = 0) ; load(band queue)
+ *     so a push that saw a watcher, and woke no lane thread for it, is seen by a look.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "internal.h"
-
-#include <errno.h>
-#include <sched.h>
 
 /* ---- waking -------------------------------------------------------------------- */
 
@@ -57,10 +58,11 @@ bool lanepool__wake_thread(lanepool_lane_t *lane, bool note) {
 
 static __thread uint32_t wake_turn; /* where a band wake starts looking: spreads wakes */
 
-void lanepool__band_wake(lanepool_t *pool, uint32_t b) {
+void lanepool__band_wake(lanepool_t *pool, uint32_t b, bool next) {
   lanepool__band *band = &pool->bands[b];
   if (atomic_load_explicit(&band->spinning, memory_order_seq_cst) == 0 &&
-      atomic_load_explicit(&band->idle, memory_order_seq_cst) != 0) {
+      atomic_load_explicit(&band->idle, memory_order_seq_cst) != 0 &&
+      !(next && atomic_load_explicit(&band->watching, memory_order_seq_cst))) {
     uint32_t n = pool->lanes_per_band;
     lanepool_lane_t **lanes = &pool->lanes[b * n];
     uint32_t start = wake_turn++;
@@ -76,42 +78,16 @@ void lanepool__lane_kick(lanepool_lane_t *lane, bool note) {
   if (lanepool__wake_thread(lane, note)) return;
   /* Awake and not away: its thread looks at its lane before it goes away or parks. */
   if (!atomic_load_explicit(&lane->away, memory_order_seq_cst)) return;
-  lanepool__band_wake(lane->pool, lane->band);
+  lanepool__band_wake(lane->pool, lane->band, false);
 }
 
 /* ---- submitting ------------------------------------------------------------------- */
 
 /* Ring cells claimed with one CAS per run of free cells, the rest appended to the lane's
  * overflow list in one critical section (once the list holds tasks, FIFO: behind them).
- * Inlined in both pushes: with n = 1 it folds to a single push, as fast as one. */
-static inline __attribute__((always_inline)) int enqueue(lanepool_lane_t *lane, lanepool_fn fn,
-                                                         void *const *ctxs, void *const *args,
-                                                         uint64_t n, bool own, uint64_t *accepted) {
-  uint64_t done = 0;
-  int rc = 0;
-  while (done < n) {
-    if (lane->hard_capacity || lanepool__spill_count(&lane->spill, memory_order_acquire) == 0) {
-      uint64_t k = 0;
-      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, args ? args + done : NULL, n - done,
-                                 own ? LANEPOOL__PUSH_OWN : 0, &k);
-      if (rc == 0) {
-        done += k;
-        continue;
-      }
-      if (rc != EAGAIN || lane->hard_capacity) break;
-    }
-    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL, n - done,
-                                own);
-    if (rc == 0) done = n;
-    break;
-  }
-  *accepted = done;
-  return done == n ? 0 : rc;
-}
-
-/* A call under way from before the tasks are published to after the wake: destroy
+ * A call under way from before the tasks are published to after the wake: destroy
  * waits for it (calls.c), since a task may run and its owner destroy the pool before
- * this thread is out. */
+ * this thread is out. Inlined in both pushes: with n = 1 it folds to a single push. */
 static inline __attribute__((always_inline)) int lane_push(lanepool_lane_t *lane, lanepool_fn fn,
                                                            void *const *ctxs, void *const *args,
                                                            uint64_t n, unsigned flags,
@@ -122,7 +98,23 @@ static inline __attribute__((always_inline)) int lane_push(lanepool_lane_t *lane
   for (uint64_t i = 0; i < n; i++) LANEPOOL__TRACE(PUSH, lane, 0, fn, ctxs[i]);
   /* A draining pool takes work only from its own threads (the drain's tail). */
   bool own = (flags & LANEPOOL__PUSH_OWN) || lanepool__is_own_lane(lane->pool);
-  int rc = enqueue(lane, fn, ctxs, args, n, own, accepted);
+  int rc = 0;
+  while (*accepted < n) {
+    uint64_t done = *accepted;
+    if (lane->hard_capacity || lanepool__spill_count(&lane->spill, memory_order_acquire) == 0) {
+      uint64_t k = 0;
+      rc = lanepool__ring_push_n(&lane->ring, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                 own ? LANEPOOL__PUSH_OWN : 0, &k);
+      *accepted += rc ? 0 : k;
+      if (rc == 0) continue;
+      if (rc != EAGAIN || lane->hard_capacity) break;
+    }
+    rc = lanepool__spill_push_n(&lane->spill, fn, ctxs + done, args ? args + done : NULL, n - done,
+                                own);
+    if (rc == 0) *accepted = n;
+    break;
+  }
+  if (*accepted == n) rc = 0;
   if (*accepted) {
     /* Held: its holder looks at the queue when it gives the lane up (pair 1). */
     if (atomic_load_explicit(&lane->excl, memory_order_seq_cst) == 0)
@@ -177,7 +169,7 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
   bool own = (flags & LANEPOOL__PUSH_OWN) || lanepool__is_own_lane(pool);
   int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, own, pool->hard_capacity, next);
   if (rc) return rc;
-  lanepool__band_wake(pool, b); /* pair 2 */
+  lanepool__band_wake(pool, b, next); /* pairs 2 and 3 */
   lanepool_lane_t *cur = lanepool__thread_lane;
   if (cur && cur->pool == pool) {
     cur->handed_off = true;
@@ -201,8 +193,13 @@ static bool orphan_waits(lanepool_lane_t *me) {
   return false;
 }
 
-bool lanepool__band_waits(lanepool_lane_t *me) {
+/* Any band work, jobs left to their pushers too (the rescue thread ticks while any waits). */
+static bool band_has_work(lanepool_lane_t *me) {
   return lanepool__bandq_nonempty(&me->pool->bands[me->band]) || orphan_waits(me);
+}
+
+bool lanepool__band_waits(lanepool_lane_t *me) {
+  return lanepool__bandq_takeable(&me->pool->bands[me->band], me->index) || orphan_waits(me);
 }
 
 int lanepool__lift_waits(lanepool_lane_t *me) {
@@ -368,16 +365,40 @@ static bool park_begin(lanepool_lane_t *lane, _Atomic uint32_t *idle) {
   return false;
 }
 
+/* While the band's queue holds jobs left to their pushers (bandq.c), one parked thread
+ * watches them (pair 3): a look after each timed park; a job still left a grace later
+ * is the band's, and it wakes to take it; it stops once a look finds no job, none
+ * pushed since the last. */
 void lanepool__park(lanepool_lane_t *lane) {
-  _Atomic uint32_t *idle = &lane->pool->bands[lane->band].idle;
-  if (park_begin(lane, idle)) return;
+  lanepool__band *band = &lane->pool->bands[lane->band];
+  if (park_begin(lane, &band->idle)) return;
   LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
-  uint64_t t0 = lanepool__now_ns();
+  uint64_t t0 = lanepool__now_ns(), pushed = UINT64_MAX;
   uint32_t v;
+  bool watching = false;
   /* acquire: pairs with the waker's CAS to AWAKE. */
-  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE)
-    lanepool__futex_wait(&lane->sleeping, v);
-  atomic_fetch_sub_explicit(idle, 1, memory_order_seq_cst);
+  while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
+    uint32_t none = 0;
+    watching =
+        watching || (lanepool__bandq_nonempty(band) &&
+                     atomic_compare_exchange_strong_explicit(
+                         &band->watching, &none, 1, memory_order_seq_cst, memory_order_relaxed));
+    if (!watching) {
+      lanepool__futex_wait(&lane->sleeping, v);
+    } else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__WATCH_NS)) {
+      uint64_t seen = pushed;
+      pushed = lanepool__bandq_accepted(band);
+      if (work_for(lane)) { /* (fails if a waker's CAS came first: awake either way) */
+        atomic_compare_exchange_strong_explicit(&lane->sleeping, &v, LANE_AWAKE,
+                                                memory_order_seq_cst, memory_order_relaxed);
+      } else if (pushed == seen && !lanepool__bandq_nonempty(band)) {
+        atomic_store_explicit(&band->watching, 0, memory_order_seq_cst); /* then a look */
+        watching = false;
+      }
+    }
+  }
+  if (watching) atomic_store_explicit(&band->watching, 0, memory_order_seq_cst);
+  atomic_fetch_sub_explicit(&band->idle, 1, memory_order_seq_cst);
   /* (Woken for work another thread took first, a lifter say: no reason to spin longer.) */
   if (work_for(lane)) adapt_after_park(lane, lanepool__now_ns() - t0);
   unsigned yielded = yield_to_waker(lane);
@@ -391,10 +412,10 @@ void lanepool__park_rescue(lanepool_lane_t *lane) {
   if (park_begin(lane, NULL)) return;
   LANEPOOL__TRACE(PARK, lane, 0, NULL, NULL);
   _Atomic uint32_t *idle = &lane->pool->bands[lane->band].rescue_idle;
-  bool timed = lanepool__now_ns() < lane->rescue_calm_until || lanepool__band_waits(lane);
+  bool timed = lanepool__now_ns() < lane->rescue_calm_until || band_has_work(lane);
   if (!timed) {
     atomic_store_explicit(idle, 1, memory_order_seq_cst);
-    if (lanepool__band_waits(lane)) {
+    if (band_has_work(lane)) {
       atomic_store_explicit(idle, 0, memory_order_relaxed);
       timed = true;
     }

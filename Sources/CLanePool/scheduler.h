@@ -144,8 +144,9 @@ uint32_t lanepool__run_lane(lanepool_lane_t *me, lanepool_lane_t *lane, uint32_t
 /* true if this call woke the thread of `lane` (it was PARKED). */
 bool lanepool__wake_thread(lanepool_lane_t *lane, bool note);
 /* Work the band's threads must see was announced: wake an idle thread of the band if
- * none spins, and the band's rescue thread if it parks untimed. */
-void lanepool__band_wake(lanepool_t *pool, uint32_t band);
+ * none spins (`next`, a job left to its pusher: nor watches), and the band's rescue
+ * thread if it parks untimed. */
+void lanepool__band_wake(lanepool_t *pool, uint32_t band, bool next);
 /* A lane free with work queued: its thread if parked (`note`: tell it who woke it); if
  * its thread is away, the band and the band's threads waiting for a sync there. */
 void lanepool__lane_kick(lanepool_lane_t *lane, bool note);
@@ -167,8 +168,8 @@ bool lanepool__spin_for_work(lanepool_lane_t *lane, bool holding, uint64_t *sinc
 bool lanepool__cpus_taken(const lanepool_t *pool);
 void lanepool__park(lanepool_lane_t *lane);
 void lanepool__park_rescue(lanepool_lane_t *lane);
-/* Work waits for any thread of the band but `me`'s own lane: band jobs, or a lane (the
- * rescue lane too) whose thread is away with work queued (seq_cst loads). */
+/* Work waits for any thread of the band but `me`'s own lane: band jobs it may take now,
+ * or a lane (the rescue lane too) whose thread is away with work queued (seq_cst loads). */
 bool lanepool__band_waits(lanepool_lane_t *me);
 /* A higher band than `me`'s that its tasks pushed work to (lift_hint), with a job waiting
  * and none of its threads spinning (the push woke a parked one), that `me` may run

@@ -18,7 +18,6 @@
 #endif
 #include "internal.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -32,7 +31,7 @@ static bool go_away(lanepool_lane_t *me, bool fair) {
     atomic_store_explicit(&me->away, 1, memory_order_seq_cst);
   bool mine =
       atomic_load_explicit(&me->excl, memory_order_seq_cst) == 0 && lanepool__lane_has_work(me);
-  if (mine && fair) lanepool__band_wake(me->pool, me->band);
+  if (mine && fair) lanepool__band_wake(me->pool, me->band, false);
   return mine && !fair;
 }
 
@@ -83,7 +82,7 @@ static bool run_band_job(lanepool_lane_t *me, uint32_t b, unsigned source, bool 
   if (!lanepool__bandq_take(band, me->index, true, &task)) return false;
   /* More waiting: wake another thread if none spins (Go's wakep), so that band work
    * spreads over the band's threads and never waits behind this job alone. */
-  if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, b);
+  if (lanepool__bandq_nonempty(band)) lanepool__band_wake(me->pool, b, false);
   if (b != me->band) {
     me->lift_hint &= ~(1u << b); /* one job for the work its tasks handed off */
     lift(me, b, true);
@@ -186,7 +185,7 @@ static void lane_loop(lanepool_lane_t *me) {
       /* Band work pushed meanwhile may have counted on this thread (a spinner, or the
        * thread its push woke): busy with its lane now, it wakes another (Go's wakep;
        * model/bandq.pml, LANE_BLOCKS, found band jobs waiting for the rescue thread). */
-      if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band);
+      if (!me->spare && lanepool__bandq_nonempty(band)) lanepool__band_wake(pool, me->band, false);
       bool emptied = false;
       uint32_t ran = lanepool__run_lane(me, me, UINT32_MAX, LANEPOOL__FROM_OWN, NULL, &emptied);
       holding = emptied; /* otherwise run_lane gave it up */
