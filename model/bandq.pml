@@ -114,6 +114,9 @@
  *   9: a watcher's look after a timed park takes nothing (the assertion in the watch
  *      loop: a watcher that saw no push since its last look, with work queued)
  *  10: a watcher that stops watching parks untimed with no look after watching = false
+ *  11: a watcher woken for other work leaves without waking another for work queued.
+ *      NOT caught with two lane threads (the one left is the blocked pusher); shown in C
+ *      by steal_test's watcher_hands_the_watch_on (three lanes)
  *
  * LANE_BLOCKS: a task of lane 0 may block forever, holding the lane (its queue then
  * waits by design: exempt). A band push counts on a thread (one it woke, or a spinner it
@@ -423,9 +426,14 @@ end_park:
 end_park2:
   sleeping[me] == AWAKE;
 unparked:
-  if :: w -> watching = false; w = false :: else -> skip fi;
   seenp = 255;                                         /* (park's local) */
   idle--;
+  if
+  :: w ->                /* a watcher leaving hands the watch on if work is queued */
+     watching = false; w = false;
+     if :: BROKEN != 11 && NONEMPTY -> band_wake(woke, t) :: else -> skip fi
+  :: else -> skip
+  fi;
   goto loop
 }
 

@@ -25,7 +25,7 @@ int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacit
     return rc;
   }
   band->shards = shards;
-  memset(band->next, 0, shards * sizeof *band->next); /* (a first job seen at time 0: no grace) */
+  memset(band->next, 0xff, shards * sizeof *band->next); /* every field: none (UINT64_MAX) */
   for (uint32_t i = 0; i < shards; i++)
     lanepool__ring_init(&band->rings[i], slots + (size_t)i * capacity, capacity);
   return 0;
@@ -41,12 +41,14 @@ void lanepool__bandq_free(lanepool__band *band) {
 }
 
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
-                         bool own, bool hard, bool next) {
+                         bool own, bool hard, bool *next) {
   int rc = EAGAIN;
-  for (uint32_t k = 0; k < band->shards && rc == EAGAIN; k++)
+  uint32_t k = 0;
+  for (; k < band->shards && rc == EAGAIN; k++)
     rc = lanepool__ring_push(&band->rings[(shard + k) % band->shards], fn, ctx, arg,
                              own ? LANEPOOL__PUSH_OWN : 0);
-  if (rc == 0 && next) { /* (if it went to another ring, next[i] matches no job of i) */
+  *next = *next && rc == 0 && k == 1; /* in its own ring */
+  if (*next) {
     uint32_t i = shard % band->shards;
     uint64_t tail = lanepool__ring_tail(&band->rings[i], memory_order_relaxed);
     atomic_store_explicit(&band->next[i].value, tail, memory_order_relaxed);

@@ -466,8 +466,7 @@ extern _Atomic uint64_t lanepool__rescue_ns;
  * next (a reply, a continuation): while it is the ring's only job, other threads leave
  * it there this long before they take it (bandq.c; Go's runnext, stolen after ~3 us). */
 #define LANEPOOL__NEXT_GRACE_NS 3000u
-/* The thread that watches such jobs (park.c, lanepool__park) looks at them this often. */
-#define LANEPOOL__WATCH_NS      50000u
+#define LANEPOOL__WATCH_NS      50000u /* how often the thread watching them looks (park.c) */
 
 /* Fairness between the two kinds of work (worker.c, lane_loop): a thread running its
  * lane's queue looks once per this many tasks for work that waits for any thread of the

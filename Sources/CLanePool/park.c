@@ -15,8 +15,8 @@
  *     so either the pusher wakes a thread (or sees a spinner that will look once more)
  *     or the thread sees the job.
  *  3. a job left to its pusher (bandq.c's `next`):  CAS(tail) ; load(watching) too
- *     the watcher:           CAS(watching 0 -> 1) ; a look at the queue per timed park
- *     a watcher stopping:    store(watching = 0) ; load(band queue)
+ *     the watcher:           exchange(watching, 1) was 0 ; a look after each timed park
+ *     a watcher stopping:    store(watching = 0) ; load(band queue) (woken: band_wake)
  *     so a push that saw a watcher, and woke no lane thread for it, is seen by a look.
  */
 #ifndef _GNU_SOURCE
@@ -167,7 +167,7 @@ int lanepool__band_push(lanepool_t *pool, uint32_t b, lanepool_fn fn, void *ctx,
   bool next = mine && lanepool__thread_lane->index < band->shards;
   /* A draining pool takes work only from its own threads (the drain's tail). */
   bool own = (flags & LANEPOOL__PUSH_OWN) || lanepool__is_own_lane(pool);
-  int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, own, pool->hard_capacity, next);
+  int rc = lanepool__bandq_push(band, shard, fn, ctx, arg, own, pool->hard_capacity, &next);
   if (rc) return rc;
   lanepool__band_wake(pool, b, next); /* pairs 2 and 3 */
   lanepool_lane_t *cur = lanepool__thread_lane;
@@ -378,11 +378,8 @@ void lanepool__park(lanepool_lane_t *lane) {
   bool watching = false;
   /* acquire: pairs with the waker's CAS to AWAKE. */
   while ((v = atomic_load_explicit(&lane->sleeping, memory_order_acquire)) != LANE_AWAKE) {
-    uint32_t none = 0;
-    watching =
-        watching || (lanepool__bandq_nonempty(band) &&
-                     atomic_compare_exchange_strong_explicit(
-                         &band->watching, &none, 1, memory_order_seq_cst, memory_order_relaxed));
+    watching = watching || (lanepool__bandq_nonempty(band) &&
+                            !atomic_exchange_explicit(&band->watching, 1, memory_order_seq_cst));
     if (!watching) {
       lanepool__futex_wait(&lane->sleeping, v);
     } else if (lanepool__futex_wait_for(&lane->sleeping, v, LANEPOOL__WATCH_NS)) {
@@ -397,8 +394,11 @@ void lanepool__park(lanepool_lane_t *lane) {
       }
     }
   }
-  if (watching) atomic_store_explicit(&band->watching, 0, memory_order_seq_cst);
   atomic_fetch_sub_explicit(&band->idle, 1, memory_order_seq_cst);
+  if (watching) { /* hands the watch on (pushes that saw it woke no one), as Go's wakep */
+    atomic_store_explicit(&band->watching, 0, memory_order_seq_cst);
+    if (lanepool__bandq_nonempty(band)) lanepool__band_wake(lane->pool, lane->band, false);
+  }
   /* (Woken for work another thread took first, a lifter say: no reason to spin longer.) */
   if (work_for(lane)) adapt_after_park(lane, lanepool__now_ns() - t0);
   unsigned yielded = yield_to_waker(lane);

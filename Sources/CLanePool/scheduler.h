@@ -30,10 +30,10 @@ static inline uint64_t lanepool__spill_count(const lanepool__spill *l, memory_or
 int lanepool__bandq_init(lanepool__band *band, uint32_t shards, uint32_t capacity);
 void lanepool__bandq_free(lanepool__band *band);
 /* Into shard `shard` (any number: taken modulo), else another ring, else the list (when
- * every ring is full); `next`: the pusher is shard's lane's thread, in a task. 0, EAGAIN
- * (hard capacity, that ring full), ESHUTDOWN, ENOMEM. */
+ * every ring is full); *next: the pusher is shard's lane's thread, in a task (cleared if
+ * the job went elsewhere). 0, EAGAIN (hard capacity, that ring full), ESHUTDOWN, ENOMEM. */
 int lanepool__bandq_push(lanepool__band *band, uint32_t shard, lanepool_fn fn, void *ctx, void *arg,
-                         bool own, bool hard, bool next);
+                         bool own, bool hard, bool *next);
 /* A job, from shard `first` (modulo) on, then the list (a batch of it moved into ring
  * `first`); `list_first`: the list before the rings (so that it empties while
  * producers keep the rings full). */

@@ -197,8 +197,7 @@ static void lane_loop(lanepool_lane_t *me) {
       holding = false;
       got = run_band_job(me, me->band, LANEPOOL__FROM_BAND, false) ||
             adopt_sibling(me, false, LANEPOOL__FROM_ADOPTED);
-      /* A claim not yet published, or a job left to its thread a while: a yield, not
-       * ring.h's back-off, which cost W1's band row 0.78x for W2's 1.10x (set U). */
+      /* A claim not yet published: a yield, not ring.h's back-off (W1 0.78x, set U). */
       if (!got) lanepool__spin_yield();
     }
     int lift = got || me->spare ? -1 : lanepool__lift_waits(me);

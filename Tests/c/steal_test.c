@@ -799,6 +799,72 @@ static void test_two_next_jobs_both_taken(void) {
   CHECK_RC(lanepool_destroy(t.pool), 0);
 }
 
+/* A watcher woken for other work hands the watch on. Three lanes, no thread spinning.
+ * Band job A pushes job B into its own ring (left to its thread) and returns once a
+ * parked thread W watches B; A's thread then runs B, which pushes job J the same way (W
+ * still watches: no wake) and then task X onto its own lane, whose thread (B's) is away:
+ * that push wakes a parked thread, W or the third, P. If W: its first look at J finds
+ * it in its grace, so it adopts the lane and runs X, which blocks until J ran, as B
+ * does. J must then run on P, which W wakes as it leaves the watch with J queued; it
+ * waited for the rescue thread once (W left without a word, P parked untimed). */
+typedef struct {
+  lanepool_t *pool;
+  _Atomic uint32_t *watching; /* the band's (white-box) */
+  _Atomic int j_ran, b_done, x_ran, x_saw_j, b_saw_j, watched;
+  lanepool_lane_t *_Atomic j_lane, *_Atomic b_lane, *_Atomic x_lane;
+} handover_run;
+
+static void handover_j(void *arg) {
+  handover_run *h = arg;
+  atomic_store(&h->j_lane, current());
+  atomic_store(&h->j_ran, 1);
+}
+
+static void handover_x(void *arg) {
+  handover_run *h = arg;
+  atomic_store(&h->x_lane, current());
+  atomic_store(&h->x_saw_j, wait_flag(&h->j_ran));
+  atomic_store(&h->x_ran, 1);
+}
+
+static void handover_b(void *arg) {
+  handover_run *h = arg;
+  lanepool_lane_t *me = current();
+  atomic_store(&h->b_lane, me);
+  atomic_store(&h->watched, atomic_load(h->watching) != 0);
+  if (lanepool_async(h->pool, LANEPOOL_QOS_DEFAULT, handover_j, h) == 0 &&
+      lanepool_lane_async(me, handover_x, h) == 0)
+    atomic_store(&h->b_saw_j, wait_flag(&h->j_ran));
+  atomic_store(&h->b_done, 1);
+}
+
+static void handover_a(void *arg) {
+  handover_run *h = arg;
+  if (lanepool_async(h->pool, LANEPOOL_QOS_DEFAULT, handover_b, h)) return;
+  uint64_t end = now_ns() + WAIT_CAP_NS; /* until a thread watches B (or B started) */
+  while (!atomic_load(h->watching) && !atomic_load(&h->b_lane) && now_ns() < end) {}
+}
+
+static void test_watcher_hands_the_watch_on(void) {
+  current_test = "three lanes, none spinning: a watcher woken for other work hands the watch on";
+  handover_run h = {0};
+  h.pool = make_pool_spin("handover", 3, 0, false);
+  h.watching = &h.pool->bands[lane_of(h.pool, 0)->band].watching;
+  CHECK_RC(lanepool_async(h.pool, LANEPOOL_QOS_DEFAULT, handover_a, &h), 0);
+  if (!wait_flag(&h.b_done) || !wait_flag(&h.x_ran)) hang("B's and X's return");
+  CHECK_RC(lanepool_shutdown(h.pool, LANEPOOL_SHUTDOWN_DRAIN, NULL, NULL), 0);
+  CHECK(atomic_load(&h.b_saw_j) && atomic_load(&h.x_saw_j));
+  lanepool_lane_t *j = atomic_load(&h.j_lane), *b = atomic_load(&h.b_lane);
+  CHECK(j != NULL && j != b && atomic_load(&h.x_lane) == b); /* X: as lane B, adopted */
+  /* A thread of the band; the rescue thread only if W's and P's got no CPU for 100 ms,
+   * once in a run (the defect: whenever the push of X woke W, about one round in two).
+   * A round in which nobody watched as B began checks nothing here. */
+  static int rescued;
+  if (atomic_load(&h.watched) && j == rescue_of(h.pool)) rescued++;
+  CHECK(rescued <= 1);
+  CHECK_RC(lanepool_destroy(h.pool), 0);
+}
+
 /* A lane whose own thread is away in a band job B that blocks: its queue (300
  * lane-bound tasks, and a queued sync from outside in the middle) is run by the other
  * thread of the band, which adopts it, LANEPOOL__FAIR_EVERY tasks at a time: every task
@@ -1783,6 +1849,7 @@ int main(int argc, char **argv) {
     test_away_lane_is_adopted_in_order();
     test_busy_sibling_takes_band_work();
     test_two_next_jobs_both_taken();
+    test_watcher_hands_the_watch_on();
   }
   for (int r = 0; r < quarter; r++) test_fed_lane_does_not_starve_a_waiting_sibling();
   /* 3,000 jobs of 200 us on one thread: 0.6 s each. */
